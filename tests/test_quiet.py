@@ -436,7 +436,7 @@ def test_the_gates_lines_in_asvs_log_reach_the_terminal_once_each_and_whole(tmp_
 
     log = tmp_path / "results-asv.log"
     log.write_bytes(b"an earlier run: mpsbench quiet: not said again\n")
-    relay = record._GateLines(log, log.stat().st_size)
+    relay = record._gate_lines(log, log.stat().st_size)
     with open(log, "ab") as asv_writing:
         asv_writing.write(b"[50.00%] \xc2\xb7\xc2\xb7\xc2\xb7 benchmark_models.x")
         asv_writing.write(b"mpsbench quiet: the machine is busy; waiting up to 120 s\n")

@@ -267,8 +267,8 @@ def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(
     skips = [line for line in said if "skipping" in line]
     assert skips == [
         "mpsbench watch: warning: skipping release@new: installing it needs about 8.0 GB (measured for"
-        " 2.15.0 on linux), 5.0 GB is free at /cache; free space there, or move the build cache to a disk"
-        " with room (MPSBENCH_CACHE=/path scripts/bench), and run again"
+        " 2.15.0 on linux), 5.0 GB is free at /cache; free space there, or set MPSBENCH_CACHE=/path to a"
+        " disk with room, and run again"
     ]
     assert watching.total == 1  # what is left to measure
 

@@ -1,15 +1,14 @@
-"""Values a busy machine measured: set to not run in the copy merged, so they are measured again,
-and kept in ``<results>-held.jsonl``."""
+"""Values a busy machine measured: held out of the merge to be measured again, each kept in
+``<results>-held.jsonl``."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import datetime
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ from mpsbench.core import asv, asv_saving, progress
 from mpsbench.measure import quiet
 from mpsbench.results import merge, recorded
 
-JUDGED = "judged"  # the merged copy, held values left out
-STATS = merge.STATISTICS + merge.COUNTS  # as asv's get_result_stats names them
+JUDGED = "judged"
+STATS = merge.STATISTICS + merge.COUNTS
 
 log = progress.logger(__name__)
 
@@ -27,7 +26,7 @@ def trail(results: Path) -> Path:
     return results.parent / f"{results.name}-held.jsonl"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Held:
     machine: str
     commit: str
@@ -45,18 +44,16 @@ def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, merge.Combination], Any]]:
-    """A results file and its values; nothing where unreadable (the merge says)."""
-    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):  # RecordedError too
+    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
         data = recorded.raw(path)
         return data, merge.values(data)
     return {}, {}
 
 
 def _held(results: Path) -> dict[tuple[str, ...], float]:
-    path, found = trail(results), {}
-    for line in path.read_text().splitlines() if path.is_file() else []:
+    found = {}
+    for entry in merge.read_lines(trail(results)):
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            entry = json.loads(line)
             key = tuple(str(entry[field]) for field in ("machine", "commit", "name", "run"))
             found[key] = float(entry["value"])
     return found
@@ -65,13 +62,12 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
 def judged(
     results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
 ) -> tuple[Path, list[Held]]:
-    """``scratch``'s results with disturbed values set to not run, and those held (``accept``: none;
-    ``again``: the runs whose held values this retries)."""
+    """``scratch``'s results less the disturbed values, and those held; ``again``: the runs whose
+    held values this retries."""
     out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
     run, events, already = scratch.name, _events(scratch), _held(results)
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     new: list[dict[str, Any]] = []
     kept: list[Held] = []
     for path in sorted(p for p in out.glob("*/*.json") if p.name != merge.MACHINE):
@@ -96,33 +92,33 @@ def judged(
             )
             if not reasons:
                 continue
-            if (machine, commit, name, run) not in already:  # said and kept once a run
-                shown = f"{name} of build {commit[:8]}: {value:.4g}; " + "; ".join(reasons.values())
-                log.warning(
-                    f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}"
+            entry = Held(machine, commit, name, reasons, run)
+            if (machine, commit, name, run) not in already:  # said once a run
+                done = (
+                    f"recorded all the same ({quiet.ACCEPT_BUSY} is on)"
                     if accept
-                    else f"quiet gate: held out of the record, to be measured again: {shown}"
+                    else "held out of the record, to be measured again"
+                )
+                log.warning(
+                    f"quiet gate: {done}: {name} of build {commit[:8]}: {value:.4g}; "
+                    + "; ".join(reasons.values())
                 )
                 new.append(
                     dict(
-                        machine=machine,
-                        commit=commit,
+                        dataclasses.asdict(entry),
                         benchmark=benchmark,
                         params=list(combo),
-                        name=name,
                         value=value,
                         stats=stats,
                         samples=columns["samples"],
-                        reasons=reasons,
                         before=before,
                         after=after,
-                        held_at=now,
-                        run=run,
+                        held_at=merge.now(),
                         recorded=accept,
                     )
                 )
             if not accept:
-                kept.append(Held(machine, commit, name, reasons, run))
+                kept.append(entry)
                 merge.unset(data, benchmark, combo)
         if len(kept) > held_before:
             path.write_text(json.dumps(data))
@@ -131,10 +127,9 @@ def judged(
     return out, kept
 
 
-def still_held(held: Iterable[Held], recorded: set[tuple[str, str, str]]) -> dict[str, int]:
-    """How many of ``held`` are not in ``recorded``, by kind of reason."""
-    kinds: collections.Counter[str] = collections.Counter()
-    for entry in {(h.machine, h.commit, h.name): h for h in held}.values():
-        if (entry.machine, entry.commit, entry.name) not in recorded:
-            kinds.update(list(entry.reasons))
-    return dict(kinds)
+def still_held(
+    held: Iterable[Held], recorded: set[tuple[str, str, str]]
+) -> collections.Counter[str]:
+    """The kinds of reason of ``held`` not ``recorded``."""
+    left = {key: h for h in held if (key := (h.machine, h.commit, h.name)) not in recorded}
+    return collections.Counter(kind for h in left.values() for kind in h.reasons)

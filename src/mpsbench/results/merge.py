@@ -1,5 +1,4 @@
-"""Merge asv results folders value by value, never replacing a recorded value unasked
-(docs/explanation/integrity.md). Exit status: 0 clean, 1 a conflict, refusal or corrupt file."""
+"""Merges asv results folders value by value, never replacing a recorded value unasked."""
 
 from __future__ import annotations
 
@@ -11,10 +10,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from mpsbench.core import asv, files, git, progress
 from mpsbench.core.errors import UserError
@@ -23,11 +22,10 @@ from mpsbench.results import recorded
 BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
 STATISTICS, COUNTS = ("ci_99_a", "ci_99_b", "q_25", "q_75"), ("number", "repeat")
-# asv's result_columns with one entry per parameter combination
 PER_COMBINATION = ("result", *(f"stats_{name}" for name in STATISTICS + COUNTS), "samples")
-Row = dict[str, Any]  # one benchmark's row of a results file, by column name
+Json = dict[str, Any]
+Row = Json  # by column
 Combination = tuple[str, ...]
-HASH = re.compile(r"[0-9a-f]{40}")
 
 log = progress.logger(__name__)
 
@@ -36,7 +34,7 @@ class MergeError(UserError):
     """A file or folder the merge refuses."""
 
 
-# each list of a Report: its label in the listing (None: not listed), its words in the summary
+# a Report's list, its label, its words in the summary
 SAID = (
     ("copied", "copied", "copied"),
     ("identical", None, "already there"),
@@ -51,8 +49,6 @@ SAID = (
 
 @dataclass
 class Report:
-    """What a merge did, line by line."""
-
     copied: list[str] = field(default_factory=list)
     identical: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
@@ -61,7 +57,11 @@ class Report:
     refused: list[str] = field(default_factory=list)
     refused_files: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)
-    benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
+    benchmarks: list[str] = field(default_factory=list)  # changes to benchmarks.json
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.copied or self.merged or self.replaced)
 
     @property
     def clean(self) -> bool:
@@ -83,7 +83,7 @@ class Report:
 
 
 def measured(value: Any) -> bool:
-    """A number: asv writes null for a failure and NaN for a skip."""
+    """Not null (a failure) nor NaN (a skip)."""
     return value is not None and value == value
 
 
@@ -102,8 +102,7 @@ def problem(value: Any, unit: str) -> str | None:
     return f"{value!r} is no value of {unit!r} (valid: a number at least {found.least:g}{most})"
 
 
-def check_file(path: Path, machine: str) -> dict[str, Any]:
-    """The JSON object ``path`` holds; MergeError unless asv reads it."""
+def check_file(path: Path, machine: str) -> Json:
     try:
         if path.name == MACHINE:
             recorded.machine_named(path)
@@ -115,11 +114,11 @@ def check_file(path: Path, machine: str) -> dict[str, Any]:
 
 
 def _text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)  # NaN equals NaN here, unlike with ==
+    return json.dumps(value, sort_keys=True)  # NaN equals NaN here
 
 
-def _row(data: dict[str, Any], name: str) -> Row:
-    """The file's own lists, by column: a change to one changes ``data``."""
+def _row(data: Json, name: str) -> Row:
+    """The file's own lists: a change to one changes ``data``."""
     return dict(zip(data["result_columns"], data["results"][name], strict=False))
 
 
@@ -127,15 +126,14 @@ def _combinations(row: Row) -> list[Combination]:
     return list(itertools.product(*(row.get("params") or [])))
 
 
-def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
+def _by_combination(row: Row) -> dict[Combination, Json]:
     return {
         combo: {key: row[key][j] if row.get(key) else None for key in PER_COMBINATION}
         for j, combo in enumerate(_combinations(row))
     }
 
 
-def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
-    """Every measured combination's columns, by benchmark and combination."""
+def values(data: Json) -> dict[tuple[str, Combination], Json]:
     return {
         (name, combo): columns
         for name in data["results"]
@@ -144,8 +142,7 @@ def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]
     }
 
 
-def unset(data: dict[str, Any], name: str, combo: Combination) -> None:
-    """Sets a combination to not run: NaN, no statistics, no samples."""
+def unset(data: Json, name: str, combo: Combination) -> None:
     row = _row(data, name)
     j = _combinations(row).index(combo)
     for key in PER_COMBINATION:
@@ -154,7 +151,6 @@ def unset(data: dict[str, Any], name: str, combo: Combination) -> None:
 
 
 def _number(cell: Any) -> bool:
-    """A finite number, NaN or null."""
     return cell is None or (
         isinstance(cell, (int, float)) and not isinstance(cell, bool) and not math.isinf(cell)
     )
@@ -176,10 +172,14 @@ CELLS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def malformed(data: dict[str, Any]) -> str | None:
-    """The first cell not in asv's form (asv's loader lets them through); None if none."""
+def _strings(value: Any) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def malformed(data: Json) -> str | None:
+    """The first cell asv's loader lets through but not in asv's form."""
     columns, results = data.get("result_columns"), data.get("results")
-    if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
+    if not _strings(columns):
         return f"result_columns {columns!r:.80} is not a list of column names"
     if not isinstance(results, dict):
         return f"results {results!r:.80} is not an object of rows"
@@ -188,10 +188,7 @@ def malformed(data: dict[str, Any]) -> str | None:
             return f"{name}: its row {cells!r:.80} is not a list of at most {len(columns)} columns"
         row = dict(zip(columns, cells))
         params = row.get("params")
-        if params is not None and not (
-            isinstance(params, list)
-            and all(isinstance(p, list) and all(isinstance(v, str) for v in p) for p in params)
-        ):
+        if params is not None and not (isinstance(params, list) and all(map(_strings, params))):
             return f"{name}: params {params!r:.80} is not a list of lists of parameter reprs"
         combos = math.prod(len(values) for values in params or [])
         for key in PER_COMBINATION:
@@ -208,11 +205,11 @@ def malformed(data: dict[str, Any]) -> str | None:
     return None
 
 
-def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -> str | None:
-    """Why the build and machine ``data`` names are not what ``path`` says, or none of ``builds``."""
+def identity(path: Path, data: Json, builds: Collection[str] | None) -> str | None:
+    """Why ``data``'s build and machine are not what ``path`` says, or none of ``builds``."""
     commit, params, environment = data.get("commit_hash"), data.get("params"), data.get("env_name")
     machine = params.get("machine") if isinstance(params, dict) else None
-    if not isinstance(commit, str) or not HASH.fullmatch(commit):
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{40}", commit):
         return f"commit_hash {commit!r:.50} is no build's hash (40 hexadecimal digits)"
     if machine != path.parent.name:
         return (
@@ -232,7 +229,6 @@ def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -
 
 
 def timeline_builds(timeline: Path) -> set[str]:
-    """The builds a value may be filed under."""
     if not (timeline / ".git").exists() and not (timeline / "HEAD").is_file():
         raise MergeError(
             f"--timeline {timeline} is no timeline repository (mpsbench timeline generate writes one)"
@@ -240,8 +236,8 @@ def timeline_builds(timeline: Path) -> set[str]:
     return set(git.text(timeline, "rev-list", "--all").split())
 
 
-def _rank(columns: dict[str, Any] | None) -> int:
-    """Absent 0, not run (NaN) 1, failed (null) 2, measured 3: a higher rank fills a lower's place."""
+def _rank(columns: Json | None) -> int:
+    """Absent 0, not run 1, failed 2, measured 3: a higher fills a lower's place."""
     if columns is None:
         return 0
     value = columns["result"]
@@ -250,13 +246,12 @@ def _rank(columns: dict[str, Any] | None) -> int:
 
 @dataclass
 class FileMerge:
-    data: dict[str, Any]
+    data: Json
     replace: bool
     conflicts: list[str] = field(default_factory=list)
-    replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records
+    replaced: list[Json] = field(default_factory=list)
 
     def differ(self, what: str, kept: Any, incoming: Any, conflict: str) -> bool:
-        """Whether ``incoming`` replaces ``kept`` (--replace, audited), else a conflict."""
         if self.replace:
             self.replaced.append({"benchmark": what, "recorded": kept, "by": incoming})
         else:
@@ -265,7 +260,6 @@ class FileMerge:
 
 
 def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
-    """One benchmark's row: recorded values kept (or replaced), the incoming rest added."""
     ours, new = mine.get("params") or [], theirs.get("params") or []
     if mine.get("version") != theirs.get("version") or len(ours) != len(new):
         conflict = f"recorded with version {mine.get('version')}, incoming {theirs.get('version')}"
@@ -290,7 +284,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
                 pick = offered
         chosen.append((pick, kept))
     out: Row = dict(mine, params=params)
-    for key in PER_COMBINATION:  # asv writes a column of nulls as null
+    for key in PER_COMBINATION:  # a column of nulls is null, as asv writes it
         column = [pick[key] if pick else None for pick, _ in chosen]
         out[key] = None if all(value is None for value in column) else column
     if any(pick is not kept for pick, kept in chosen):
@@ -302,8 +296,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
     return out
 
 
-def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = False) -> FileMerge:
-    """Two results files of one machine and build, merged."""
+def merge_data(mine: Json, theirs: Json, replace: bool = False) -> FileMerge:
     merged = FileMerge(dict(mine), replace)
     rows = {name: _row(mine, name) for name in mine["results"]}
     for name in theirs["results"]:
@@ -313,7 +306,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     results = {}
     for name, row in rows.items():
         cells = [row.get(key) for key in columns]
-        while cells and cells[-1] is None:  # as asv's save trims them
+        while cells and cells[-1] is None:
             cells.pop()
         results[name] = cells
     merged.data.update(
@@ -324,11 +317,14 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     return merged
 
 
-def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Appends JSON lines to ``trail``, on disk on return; a full disk leaves no half line."""
+def append(trail: Path, records: Iterable[Json]) -> None:
+    """Appends JSON lines, on disk on return; a full disk leaves no half line."""
     lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
-    with open(trail, "ab", buffering=0) as out:
-        start = out.tell()
+    if not lines:
+        return
+    with open(trail, "a+b", buffering=0) as out:
+        if (start := out.tell()) and os.pread(out.fileno(), 1, start - 1) != b"\n":
+            lines = b"\n" + lines
         try:
             if out.write(lines) != len(lines):  # a short write: the disk is full
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -340,16 +336,26 @@ def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
 
 
-def reconcile(
-    dest: Path, sources: Sequence[Path], update: bool, report: Report
-) -> dict[str, Any] | None:
-    """The union of DEST's and the sources' benchmarks.json (None: unchanged); MergeError where a
-    benchmark's version differs between sources, or from DEST's without ``update``."""
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def read_lines(trail: Path) -> Iterator[Json]:
+    """Each line's JSON object but one a kill cut."""
+    with contextlib.suppress(OSError):
+        for text in trail.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                if isinstance(line := json.loads(text), dict):
+                    yield line
+
+
+def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> Json | None:
+    """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
     target, merged, corrupt = dest / BENCHMARKS, {}, False
     if target.exists():
         try:
             merged = recorded.raw(target)
-        except recorded.RecordedError as exc:  # the sources must still agree
+        except recorded.RecordedError as exc:
             report.corrupt.append(f"{exc}; left untouched, not merged into")
             corrupt = True
     first_source: dict[str, Path] = {}
@@ -361,7 +367,7 @@ def reconcile(
             report.corrupt.append(f"{exc}; skipped")
             continue
         for name, entry in entries.items():
-            if not isinstance(entry, dict):  # the file's format "version"
+            if not isinstance(entry, dict):  # the file's "version"
                 merged.setdefault(name, entry)
                 continue
             old, new = merged.get(name, {}).get("version"), entry.get("version")
@@ -369,7 +375,7 @@ def reconcile(
             if name in merged and old != new and (earlier or not update):
                 raise MergeError(
                     f"benchmark {name} has version {old} in {first_source[name] if earlier else target}"
-                    f" but {new} in {path}: those machines ran different versions of the suite"
+                    f" but {new} in {path}: those machines ran different suites"
                     + (
                         ""
                         if earlier
@@ -391,12 +397,11 @@ def reconcile(
 
 
 def audit_trail(dest: Path) -> Path:
-    """Beside DEST, as asv reads every file inside it."""
+    # beside DEST: asv reads every file inside it
     return dest.parent / f"{dest.name}-replaced.jsonl"
 
 
 def check_machines(sources: Sequence[Path], machines: Collection[str] = ()) -> None:
-    """MergeError naming a source that is no folder, or a machine no source holds."""
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
@@ -419,7 +424,6 @@ def merge(
     replace: bool = False,
     builds: Collection[str] | None = None,
 ) -> Report:
-    """Merges each source into ``dest`` under its lock; ``builds``: the timeline's, where known."""
     check_machines(sources)
     waiting = f"waiting for the other process writing {dest} (a merge or a record run) to finish"
     with files.lock(dest, waiting=lambda: log.info(waiting)):
@@ -439,7 +443,7 @@ def merge(
         return report
 
 
-def _refusal(path: Path, incoming: dict[str, Any], builds: Collection[str] | None) -> str | None:
+def _refusal(path: Path, incoming: Json, builds: Collection[str] | None) -> str | None:
     if path.is_symlink() or path.parent.is_symlink():
         return "a symbolic link: a merge reads only the files a results folder holds"
     if path.name != MACHINE:
@@ -458,7 +462,7 @@ def _merge_one(
     builds: Collection[str] | None,
 ) -> None:
     target = dest / path.parent.name / path.name
-    with contextlib.suppress(recorded.RecordedError):  # asv's loader says what no JSON object is
+    with contextlib.suppress(recorded.RecordedError):  # check_file says it
         if (reason := _refusal(path, recorded.raw(path), builds)) is not None:
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
@@ -494,9 +498,8 @@ def _merge_one(
         return
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
-    if merged.replaced:  # on disk before the replacement is
-        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        records = ({"replaced_at": stamp, "file": str(target), **r} for r in merged.replaced)
+    if merged.replaced:
+        records = ({"replaced_at": now(), "file": str(target), **r} for r in merged.replaced)
         append(audit_trail(dest), records)
         report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
     if _text(merged.data) == _text(before):

@@ -1,5 +1,4 @@
-"""Runs asv so that recorded results only grow: asv measures the combinations with no value into a
-scratch folder, each value merged in as soon as measured (asv replaces what it re-runs)."""
+"""Runs asv so that recorded results only grow: each value measured in scratch, merged in at once."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import contextlib
 import shlex
 import shutil
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +17,16 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import preselect, quiet
 from mpsbench.results import held, merge, recorded, watch
 
-BENCHMARKS_FAILED = 3  # some benchmark failed; 2 stays a usage mistake
+BENCHMARKS_FAILED = 3  # 2 is a usage mistake
 FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("  # the newest build's first
+GATE = b"mpsbench quiet: "
 
 log = progress.logger(__name__)
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
-    """The build's combinations with a value or seen to skip, as -b names them; a failure runs again."""
-    names: set[str] = set(watch.skipped(results, machine, commit))
+    """The build's combinations with a value or seen to skip; a failure runs again."""
+    names = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
         try:
             result = recorded.read(path, machine)
@@ -41,24 +41,22 @@ def asv_log(results: Path) -> Path:
     return results.parent / f"{results.name}-asv.log"
 
 
-class _GateLines:
-    """Relays the quiet gate's lines from asv's log (the gate waits in asv's benchmark process)."""
+def _gate_lines(path: Path, at: int) -> Callable[[], bool]:
+    """Relays the quiet gate's lines from asv's log; says whether the gate waits."""
 
-    MARK = b"mpsbench quiet: "
+    def relay() -> bool:
+        nonlocal at
+        text, at = files.tail(path, at)
+        said = [
+            line.split(GATE, 1)[1].decode("utf-8", "replace")
+            for line in text.splitlines()
+            if GATE in line
+        ]
+        for line in said:
+            log.info(line)
+        return any(quiet.WAITING in line for line in said)
 
-    def __init__(self, path: Path, at: int) -> None:
-        self.path, self.at = path, at
-
-    def __call__(self) -> bool:
-        """Whether a line said that the gate waits."""
-        text, self.at = files.tail(self.path, self.at)
-        waits = False
-        for line in text.splitlines():
-            if (start := line.find(self.MARK)) >= 0:
-                said = line[start + len(self.MARK) :].decode("utf-8", "replace")
-                log.info(said)
-                waits = waits or quiet.WAITING in said
-        return waits
+    return relay
 
 
 def scratch_root(results: Path) -> Path:
@@ -72,20 +70,19 @@ def _merge_scratch(
     silent: bool = False,
     again: Sequence[str] = (),
 ) -> tuple[merge.Report | None, list[held.Held]]:
-    """Merges ``scratch``'s values but those judged disturbed, which it returns."""
+    """Merges ``scratch``'s values but the disturbed, which it returns."""
     if not (scratch / "results").is_dir():
         return None, []
     judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
     report = merge.merge(results, [judged], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
-    if not silent and (report.copied or report.merged or report.replaced):
+    if not silent and report.changed:
         log.info(report.summary(results))
     return report, kept_out
 
 
 def _end_left_behind(scratch: Path) -> None:
-    """Ends the asv forkserver a killed run left, matched by pid and start time."""
     import psutil
 
     found = []
@@ -102,13 +99,13 @@ def _end_left_behind(scratch: Path) -> None:
 
 
 def recover(results: Path, root: Path) -> None:
-    """Merges what interrupted runs left in scratch (never replacing), then removes it."""
+    """Merges what stopped runs left in scratch, never replacing, then removes it."""
     for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
         report, _ = _merge_scratch(results, folder, replace=False)
-        if report is not None and (report.copied or report.merged):
+        if report is not None and report.changed:
             log.info(
                 f"recovered an interrupted run's results from {folder}: {report.summary(results)}"
             )
@@ -116,14 +113,13 @@ def recover(results: Path, root: Path) -> None:
 
 
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
-    """The builds newest first; ties keep their order."""
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
     pairs = sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))
     return [commit for _, commit in pairs]
 
 
 def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
-    """Newest build first (its first tier, then the rest), then each older one's missing."""
+    """The newest build's first tier, then the rest; each older build's whole."""
     planned = []
     for number, commit in enumerate(commits):
         names = missing[commit]
@@ -142,11 +138,10 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
 @dataclass(frozen=True)
 class Selection:
     names: tuple[str, ...]
-    left_out: str | None  # what -b found that only skips here
+    left_out: str | None
 
 
 def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
-    """This machine's preselection, or what -b finds; UserError where none of it runs."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
     if not bench:
         return Selection(tuple(preselect.selected(found)), None)
@@ -167,7 +162,7 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
         )
     said = (
         f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only"
-        f" skip (`mpsbench preselect --list` says why for each): {reasons}"
+        f" skip (`mpsbench preselect --list` says why): {reasons}"
     )
     return Selection(runs, said if left else None)
 
@@ -187,7 +182,6 @@ def check_meaning(run: asv.RunArgs) -> None:
 
 
 def builds(conf: AsvConf, run: asv.RunArgs) -> list[str]:
-    """The builds ``run``'s range names, newest first."""
     if conf.repo is None:
         raise UserError(f"{conf.path}: repo must be the timeline's folder, not a URL")
     return newest_first(conf.repo, ranges.builds(conf.repo, conf.branches, run.range))
@@ -195,16 +189,14 @@ def builds(conf: AsvConf, run: asv.RunArgs) -> list[str]:
 
 @dataclass(frozen=True)
 class Finished:
-    """A step that ran."""
-
     step: watch.Step
     build_done: bool  # its build's last step
     recorded: bool  # the build has values, not all held
-    status: int  # 0, or BENCHMARKS_FAILED
+    status: int
 
 
 def status(finished: Iterable[Finished]) -> int:
-    """Runs every step: 0, or BENCHMARKS_FAILED where some benchmark failed."""
+    """Runs every step."""
     return max((step.status for step in finished), default=0)
 
 
@@ -216,8 +208,8 @@ def record(
     disk: watch.Disk | None = None,
     selection: Selection | None = None,
 ) -> Generator[Finished, None, None]:
-    """Runs what is missing (all, with ``remeasure``), yielding each step as it ends; the caller's
-    time before resuming (a publish) is a cost learnt. Close it when not iterated to its end."""
+    """Runs what is missing, yielding each step as it ends (the caller's time before resuming is a
+    publish's cost); close it when stopping early."""
     check_meaning(run)
     results, commits = conf.results, builds(conf, run)
     chosen = selection or select(conf, run.bench)
@@ -225,8 +217,8 @@ def record(
         log.info(chosen.left_out)
     if quiet.accept_busy():
         log.info(
-            f"quiet gate: {quiet.ACCEPT_BUSY} is on: values the machine disturbed are"
-            " recorded all the same; for throw-away results only, never for history"
+            f"quiet gate: {quiet.ACCEPT_BUSY} is on: disturbed values are recorded all the same;"
+            " for throw-away results only"
         )
     with files.lock(results, wait=False):
         root = scratch_root(results)
@@ -245,10 +237,10 @@ def record(
         watching = watch.Watch(planned, watch.Costs(results, machine), disk)
         print(watching.plan())
         busy = quiet.named(quiet.read())
-        if busy:  # the plan cannot know how much slower: say that it is
+        if busy:
             log.info(
                 f"the machine is busy now ({busy}): the times above are a quiet machine's; the"
-                " estimate learns this one's pace from its first combinations"
+                " estimate learns this one's pace as it runs"
             )
         log.info(f"asv's own lines go to {asv_log(results)}; here, one line per combination")
         runs = _Runs(conf, machine, run, root, remeasure, watching)
@@ -271,14 +263,12 @@ def record(
                 )
                 watch.add(results, machine, watching.publish(time.monotonic() - began))
             watching.end()
-        finally:  # stopped, closed or not
+        finally:
             _say_held(results, kept_out)
 
 
 @dataclass(frozen=True)
 class _Runs:
-    """The asv runs of one record: each measures one build's names, values merged as measured."""
-
     conf: AsvConf
     machine: str
     run: asv.RunArgs
@@ -289,28 +279,30 @@ class _Runs:
     def measure(
         self, commit: str, names: Sequence[str], again: Sequence[str] = ()
     ) -> tuple[int, list[held.Held]]:
-        """asv's status and the values held."""
         results, watching = self.conf.results, self.watching
         scratch = asv.scratch(self.root)
         hashfile = scratch / "builds.txt"
-        # --no-interleave-rounds: otherwise asv saves a half-sampled first round before the second.
+        # else asv saves a half-sampled first round before the second
         options = [*self.run.rest, "--no-interleave-rounds", "-b", asv.pattern(names)]
-        config = self.conf.scratch(scratch)
         command = asv.run_command(
-            config, self.machine, options, [commit], hashfile, saving=quiet.__name__
+            self.conf.scratch(scratch),
+            self.machine,
+            options,
+            [commit],
+            hashfile,
+            saving=quiet.__name__,
         )
         kept_out: list[held.Held] = []
         output = asv_log(results)
         said = output.stat().st_size if output.is_file() else 0
-        gate_lines = _GateLines(output, said)
+        gate_lines = _gate_lines(output, said)
 
         def measured(final: bool = False) -> None:
             if gate_lines():
                 watching.gate_waits()
             done = watching.poll(scratch)
             if done or final:
-                merged = _merge_scratch(results, scratch, self.remeasure, not final, again)
-                kept_out[:] = merged[1]
+                kept_out[:] = _merge_scratch(results, scratch, self.remeasure, not final, again)[1]
                 watching.hold(entry.name for entry in kept_out)
                 watch.add(results, self.machine, done)
 
@@ -318,7 +310,7 @@ class _Runs:
             code = asv.supervise(
                 command, self.conf.root, asv.only(hashfile), measured, output=output
             )
-        finally:  # stopped or not
+        finally:
             measured(final=True)
             shutil.rmtree(scratch)
         if code:
@@ -330,14 +322,12 @@ class _Runs:
         return code, kept_out
 
     def again(self, commit: str, kept_out: list[held.Held]) -> tuple[int, list[held.Held]]:
-        """Measures a step's held values again after the gate's wait."""
         names = tuple(dict.fromkeys(entry.name for entry in kept_out))
         self.watching.retry(names)
         fields = quiet.Gate(quiet.wait_seconds()).before(
             f"measuring again the {len(names)} held values"
         )
-        state = quiet.State.of(fields)
-        busy = state is not None and bool(quiet.problems(state))
+        busy = bool(watch.said_busy(fields))
         self.watching.retry_waited(float(fields.get("waited", 0.0)), busy)
         if busy:
             log.info(
@@ -350,17 +340,16 @@ class _Runs:
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:
-    """How many values are still held, why, and how to get them."""
     recorded_now = {
         (machine, commit, name)
         for machine, commit in {(e.machine, e.commit) for e in kept_out}
         for name in recorded_names(results, machine, commit)
     }
-    kinds = held.still_held(kept_out, recorded_now)
     if count := len({(e.machine, e.commit, e.name) for e in kept_out} - recorded_now):
-        why = ", ".join(f"{kind}: {n}" for kind, n in sorted(kinds.items(), key=lambda i: -i[1]))
+        kinds = held.still_held(kept_out, recorded_now).most_common()
+        why = ", ".join(f"{kind}: {n}" for kind, n in kinds)
         log.info(
-            f"quiet gate: {count} values held out of the record ({why}); each is in"
-            f" {held.trail(results)} with its reasons and is measured again by the next run: run"
-            " it when the machine is quieter (`mpsbench doctor` says what keeps it busy)"
+            f"quiet gate: {count} values held out of the record ({why}), with their reasons in"
+            f" {held.trail(results)}; the next run measures them again: run it when the machine is"
+            " quieter (`mpsbench doctor` says what keeps it busy)"
         )

@@ -1,5 +1,4 @@
-"""The one reader of asv results folders: each file as asv's ``Results`` row by row, or as the JSON
-written (:func:`raw`). An unreadable file is an error, never "nothing changed"."""
+"""The one reader of asv results folders: an unreadable file is an error, never "nothing changed"."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Unit:
-    """A benchmark unit: the better direction, smallest change, allowed values (beyond them: a
-    broken clock or a forged file, docs/explanation/integrity.md)."""
+    """A unit: the better direction, smallest change, allowed values (docs/explanation/integrity.md)."""
 
     name: str
     higher_is_better: bool = False
@@ -37,9 +35,9 @@ UNITS = {
     for unit in (
         Unit("seconds", floor=5e-6, least=1e-9, most=DAY),  # below 5 us is timer jitter
         Unit("MiB", floor=1.0, least=0.0, most=PIB_IN_MIB),  # below a MiB: allocator rounding
-        Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),  # a leak's slope
+        Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),
         Unit("ops", floor=1.0, least=0.0),  # one new fallback op is a change
-        Unit("fraction", floor=0.01, least=0.0, most=1.0),  # an epoch's data-wait fraction
+        Unit("fraction", floor=0.01, least=0.0, most=1.0),
         *(Unit(rate, True, least=1 / DAY, most=1e12) for rate in ("samples/s", "images/s")),
         Unit("GFLOP/s", True, least=1e-6, most=1e8),
         Unit("GB/s", True, least=1e-6, most=1e6),
@@ -62,8 +60,8 @@ class RecordedError(UserError):
 @dataclass(frozen=True)
 class Measured:
     value: float
-    stats: dict[str, Any] | None = None  # asv's statistics
-    samples: tuple[float, ...] | None = None  # with asv run --record-samples
+    stats: dict[str, Any] | None = None
+    samples: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,10 +76,8 @@ class Row:
 
 @dataclass
 class Recorded:
-    """Every machine's recorded rows per build."""
-
     values: dict[tuple[str, str], dict[Row, Measured]]
-    dates: dict[str, int]  # commit -> date (ms)
+    dates: dict[str, int]  # ms
     units: dict[str, str]
     files: int = 0
     failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)
@@ -108,7 +104,7 @@ class Recorded:
 
 
 def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
-    """benchmarks.json by benchmark; empty where absent or unreadable."""
+    """benchmarks.json's entries; none where unreadable."""
     try:
         listed = raw(results_dir / asv.BENCHMARKS)
     except RecordedError:
@@ -125,12 +121,10 @@ def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
 
 
 def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
-    """The row's params by name, as Python values."""
     return dict(zip(names, asv.param_values(row.params)))
 
 
 def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
-    """Each combination's value (None: failed, NaN: skipped), statistics and samples."""
     for name in result.get_all_result_keys():
         params = result.get_result_params(name)
         for combination, *cells in zip(
@@ -143,7 +137,6 @@ def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
 
 
 def rows(result: Any) -> dict[Row, Measured]:
-    """Every row of an asv ``Results`` that holds a number."""
     return {
         row: Measured(float(value), stats or None, tuple(map(float, samples)) if samples else None)
         for row, value, stats, samples in _cells(result)
@@ -162,7 +155,6 @@ def read(path: Path | str, machine: str | None = None) -> Any:
 
 
 def raw(path: Path) -> dict[str, Any]:
-    """The JSON object a file holds; RecordedError where it is none."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -173,7 +165,6 @@ def raw(path: Path) -> dict[str, Any]:
 
 
 def same(one: Path, other: Path) -> bool:
-    """Byte-identical, or the same JSON written differently."""
     first, second = one.read_bytes(), other.read_bytes()
     try:
         return first == second or bool(json.loads(first) == json.loads(second))
@@ -182,7 +173,6 @@ def same(one: Path, other: Path) -> bool:
 
 
 def machine_named(path: Path) -> str:
-    """The machine a machine.json names, as asv reads it."""
     try:
         found = asv_internals.load_json(str(path), api_version=asv_internals.Machine.api_version)
         name = found.get("machine")
@@ -194,12 +184,10 @@ def machine_named(path: Path) -> str:
 
 
 def filename(machine: str, commit: str, environment: str) -> str:
-    """Where asv files a build's results."""
     return str(asv_internals.get_filename(machine, commit, environment))
 
 
 def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
-    """The short name of the one recorded build ``prefix`` starts; RecordedError where several do."""
     try:
         found = asv_internals.get_result_hash_from_prefix(str(results_dir), machine, prefix)
     except asv_internals.UserError as exc:
@@ -208,7 +196,6 @@ def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
 
 
 def commits(results_dir: Path, machine: str) -> set[str]:
-    """The builds ``machine`` has a readable results file for."""
     folder = results_dir / machine
     return {result.commit_hash for result in _results(folder, False)} if folder.is_dir() else set()
 
@@ -221,14 +208,14 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
         try:
             yield read(path, machine)
         except RecordedError as exc:
+            said = f"results file {path} cannot be read ({exc})"
             if strict:
-                raise RecordedError(f"results file {path} cannot be read ({exc})") from None
-            log.warning(f"results file {path} cannot be read ({exc}): skipped")
+                raise RecordedError(said) from None
+            log.warning(f"{said}: skipped")
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
-    """Every results file; RecordedError if none, or one is unreadable and ``strict`` (else skipped
-    with a warning, as ``asv publish`` does)."""
+    """Every results file; an unreadable one is an error if ``strict``, else a warning."""
     if not (found := load_each_python(results_dir, strict, each=False)):
         raise RecordedError(f"results directory {results_dir} holds no asv results files")
     return found[""]
@@ -237,7 +224,7 @@ def load(results_dir: Path, strict: bool = True) -> Recorded:
 def load_each_python(
     results_dir: Path, strict: bool = True, each: bool = True
 ) -> dict[str, Recorded]:
-    """The results per Python they ran under (``each``; else all under "")."""
+    """By the Python they ran under, where ``each``."""
     found: dict[str, Recorded] = {}
     units = benchmark_units(results_dir)
     for result in _results(results_dir, strict):

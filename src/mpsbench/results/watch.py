@@ -1,11 +1,9 @@
-"""What a record run says while it runs and what each step will cost (the plan, a line per
-combination, a line a minute for a long one, a skip's reason once), learnt from and written to
-``<results>-costs.jsonl``: docs/explanation/estimates.md."""
+"""A record run's plan, progress lines and time left (docs/explanation/estimates.md)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import json
 import math
 import re
 import shutil
@@ -18,11 +16,12 @@ from typing import Any
 
 from mpsbench.core import asv_saving, progress
 from mpsbench.measure import quiet
+from mpsbench.results import merge
 
 GB = 1e9
-LONG = 60.0  # seconds: a long combination or install says so once a minute
-RECENT = 10  # combinations whose after-readings say whether the machine is busy now
-# Wall seconds per combination by device and benchmark class (docs/evidence/estimates.md; mps: no Mac)
+LONG = 60.0  # a long combination or install says so once a minute
+RECENT = 10  # readings that say whether the machine is busy now
+# wall seconds per combination (docs/evidence/estimates.md); mps: cuda's, no Mac measured
 MEASURED_SECONDS: dict[str, dict[str, float]] = {
     "cpu": {
         f"benchmark_{name}": seconds
@@ -56,19 +55,19 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
     },
 }
 MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
-# A class's setup_cache, paid by its first combination in a pass, where the table has it apart:
-# InferenceCapacity's measured 2.05 s a combination less TrainingCapacity's 0.55 (both read the one
-# setup_cache's figures), over its 42 combinations (docs/explanation/estimates.md)
+# (2.05 - 0.55) s over 42 combinations: docs/explanation/estimates.md
 SETUP_SECONDS = {"cpu": {"benchmark_models.InferenceCapacity": 63.0}}
 DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
-STEP_START_SECONDS = 16.0  # environment check, .pth switch, discovery, forkserver
-BUDGET_INSTALL_SECONDS = 80.0  # a cold install, besides its download
+STEP_START_SECONDS = 16.0
+BUDGET_INSTALL_SECONDS = 80.0  # besides the download
 PUBLISH_SECONDS = 5.0
 WHERE_MEASURED = "this machine's earlier runs"
 WHERE_BUDGET = "figures measured elsewhere: no run here yet"
 WHERE_BOTH = "this machine's runs and figures measured elsewhere"
+CANNOT = "this machine cannot install it: "
 DEVICE = re.compile(r"\('(cpu|mps|cuda)'")
-LIKE = 2.0  # classes whose combinations take within this factor of each other slow down alike
+LIKE = 2.0  # classes this close in length slow down alike
+CostClass = tuple[str, str]  # device, benchmark class
 
 log = progress.logger(__name__)
 
@@ -78,28 +77,15 @@ def trail(results: Path) -> Path:
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
-    text = "".join(json.dumps({"machine": machine, **x}, sort_keys=True) + "\n" for x in lines)
-    if text:
-        with open(trail(results), "a+b") as out:
-            if out.tell() and (out.seek(out.tell() - 1), out.read(1))[1] != b"\n":
-                text = "\n" + text  # a line cut by a kill stays apart
-            out.write(text.encode())
+    merge.append(trail(results), ({"machine": machine, **line} for line in lines))
 
 
 def _lines(results: Path, machine: str) -> Iterator[dict[str, Any]]:
-    try:
-        texts = trail(results).read_text().splitlines()
-    except OSError:
-        texts = []
-    for text in texts:
-        with contextlib.suppress(ValueError):
-            line = json.loads(text)
-            if isinstance(line, dict) and line.get("machine") == machine:
-                yield line
+    return (line for line in merge.read_lines(trail(results)) if line.get("machine") == machine)
 
 
 def skipped(results: Path, machine: str, commit: str) -> dict[str, str]:
-    """Combinations seen to skip on build ``commit`` here, with their reasons."""
+    """Combinations seen to skip on ``commit`` here, with their reasons."""
     return {
         str(line.get("name")): str(line.get("reason", "no reason given"))
         for line in _lines(results, machine)
@@ -127,18 +113,11 @@ def device(name: str) -> str:
 
 
 def group(name: str) -> str:
-    """A combination's cost class: its benchmark's class (which shares a setup_cache)."""
+    """The benchmark's class: its combinations share a setup_cache."""
     return name.split("(", 1)[0].rsplit(".", 1)[0]
 
 
-def _measured(name: str) -> float:
-    on = device(name)
-    average = DEVICE_AVERAGE_SECONDS.get(on, DEVICE_AVERAGE_SECONDS["cpu"])
-    return MEASURED_SECONDS.get(on, {}).get(group(name), average)
-
-
-def cost_class(name: str) -> tuple[str, ...]:
-    """A combination's cost class: its device and its benchmark's class."""
+def cost_class(name: str) -> CostClass:
     return device(name), group(name)
 
 
@@ -147,15 +126,13 @@ def _median(seconds: list[float], fallback: float) -> float:
 
 
 class Costs:
-    """This machine's measured costs, read once per run."""
-
     def __init__(self, results: Path, machine: str) -> None:
-        self.by_name: dict[str, list[float]] = {}
-        self.by_group: dict[tuple[str, ...], list[float]] = {}
+        self.by_name: dict[str, list[float]] = collections.defaultdict(list)
+        self.by_group: dict[CostClass, list[float]] = collections.defaultdict(list)
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
         self.publishes: list[float] = []
-        walls: list[tuple[str, bool, float]] = []  # name, its class's first in its pass, seconds
-        begun: set[tuple[str, ...]] | None = None  # the classes of the pass read, from its begin
+        walls = []  # name, class, its class's first in its pass, seconds
+        begun: set[CostClass] | None = None
         for line in _lines(results, machine):
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 if line.get("event") == "begin":
@@ -166,40 +143,39 @@ class Costs:
                 else:
                     name, seconds = str(line["name"]), float(line.get("wall", line["seconds"]))
                     key = cost_class(name)
-                    walls.append((name, begun is not None and key not in begun, seconds))
+                    walls.append((name, key, begun is not None and key not in begun, seconds))
                     if begun is not None:
                         begun.add(key)
-        # a class's first in a pass pays its setup_cache: kept apart where the class has others
-        later = {cost_class(name) for name, first, _ in walls if not first}
-        firsts: dict[tuple[str, ...], list[float]] = {}
-        for name, first, seconds in walls:
-            if first and cost_class(name) in later:
-                firsts.setdefault(cost_class(name), []).append(seconds)
+        # a class's first in a pass pays its setup_cache
+        later = {key for _, key, first, _ in walls if not first}
+        firsts = collections.defaultdict(list)
+        for name, key, first, seconds in walls:
+            if first and key in later:
+                firsts[key].append(seconds)
             else:
-                self.by_name.setdefault(name, []).append(seconds)
-                self.by_group.setdefault(cost_class(name), []).append(seconds)
-        self.setups: dict[tuple[str, ...], float] = {
+                self.by_name[name].append(seconds)
+                self.by_group[key].append(seconds)
+        self.setups: dict[CostClass, float] = {
             key: max(0.0, statistics.median(seconds) - statistics.median(self.by_group[key]))
             for key, seconds in firsts.items()
         }
 
     def combination(self, name: str) -> float:
-        """This machine's median for the combination, else for its class (not another class's:
-        their ratios to the table differ), else the table's."""
+        """This machine's median for the combination, else its class's, else the table's."""
         seconds = self.by_name.get(name) or self.by_group.get(cost_class(name), [])
-        return _median(seconds, _measured(name))
+        on = device(name)
+        return _median(
+            seconds, MEASURED_SECONDS.get(on, {}).get(group(name), DEVICE_AVERAGE_SECONDS[on])
+        )
 
     def source(self, names: Iterable[str]) -> str:
         known = {cost_class(n) in self.by_group for n in names}
         return WHERE_BOTH if len(known) > 1 else WHERE_BUDGET if False in known else WHERE_MEASURED
 
-    def setup(self, key: tuple[str, ...]) -> float:
-        """A class's setup_cache beyond its combination: this machine's, else the table's."""
-        table = SETUP_SECONDS.get(key[0], {}).get(key[1], 0.0)
-        return self.setups.get(key, table)
+    def setup(self, key: CostClass) -> float:
+        return self.setups.get(key, SETUP_SECONDS.get(key[0], {}).get(key[1], 0.0))
 
     def install(self, installed: bool) -> float:
-        """A step's start-up: environment, install or switch, discovery, forkserver."""
         budget = STEP_START_SECONDS + (0.0 if installed else BUDGET_INSTALL_SECONDS)
         return _median(self.starts[installed], budget)
 
@@ -208,60 +184,52 @@ class Costs:
 
 
 class Pace:
-    """This run's seconds taken over seconds estimated, per cost class. A class's ratio leans, as
-    :data:`PRIOR` of its combinations would, on what the run knows of classes like it (see
-    :meth:`lean`; docs/explanation/estimates.md): load slows some classes more than others."""
+    """This run's seconds taken over estimated, per cost class."""
 
     PRIOR = 3.0
 
     def __init__(self, planned: Mapping[str, float]) -> None:
-        self.took: dict[tuple[str, ...], float] = {}
-        self.expected: dict[tuple[str, ...], float] = {}
-        sums: dict[tuple[str, ...], list[float]] = {}
+        self.took: dict[CostClass, float] = collections.defaultdict(float)
+        self.expected: dict[CostClass, float] = collections.defaultdict(float)
+        sums = collections.defaultdict(list)
         for name, seconds in planned.items():
-            sums.setdefault(self.key(name), []).append(max(seconds, 1e-3))
+            sums[self.key(name)].append(max(seconds, 1e-3))
         self.mean = {key: statistics.fmean(values) for key, values in sums.items()}
 
     key = staticmethod(cost_class)
 
-    def note(self, key: tuple[str, ...], took: float, expected: float) -> None:
-        self.took[key] = self.took.get(key, 0.0) + took
-        self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
+    def note(self, key: CostClass, took: float, expected: float) -> None:
+        self.took[key] += took
+        self.expected[key] += max(expected, 1e-3)
 
-    def pooled(self, keys: Iterable[tuple[str, ...]]) -> float:
-        """The seconds taken over estimated of the classes ``keys`` run so far, leaning on 1."""
+    def pooled(self, keys: Iterable[CostClass]) -> float:
+        """The ratio of the classes ``keys`` run so far, leaning on 1."""
         ran = [key for key in keys if key in self.took]
         prior = self.PRIOR * statistics.fmean([self.mean.get(key, 1.0) for key in ran] or [1.0])
         took, expected = (sum(seen[key] for key in ran) for seen in (self.took, self.expected))
         return (took + prior) / (expected + prior)
 
     def run_ratio(self, module: str = "") -> float:
-        """Every class's pooled ratio (of benchmark file ``module`` only, where given)."""
         return self.pooled(key for key in self.took if key[1].startswith(module))
 
-    def setup_ratio(self, key: tuple[str, ...]) -> float:
-        """A setup_cache builds and runs models: its benchmark file's pace where that file has
-        run, else the run's."""
+    def setup_ratio(self, key: CostClass) -> float:
+        """A setup_cache runs models: its benchmark file's pace, else the run's."""
         module = key[1].split(".")[0] + "."
         return self.run_ratio(module if any(k[1].startswith(module) for k in self.took) else "")
 
     def unlike(self, busy: float) -> float:
-        """The pace of work unlike any run so far: the square root of the run's, as far as the
-        machine is ``busy`` (0-1); on a quiet machine another class's ratio is its table's error."""
+        """The pace of work unlike any run so far: on a quiet machine, 1."""
         return 1 + busy * (math.sqrt(self.run_ratio()) - 1)
 
-    def lean(self, key: tuple[str, ...], seconds: float, busy: float) -> float:
-        """The pooled ratio of the classes whose combinations take about as long (within
-        :data:`LIKE` times: a short one is mostly asv's per-benchmark work, a long one the
-        model's), else :meth:`unlike`."""
+    def lean(self, key: CostClass, seconds: float, busy: float) -> float:
+        """The pooled ratio of the classes about as long: a short one is mostly asv's own work."""
         size = max(self.mean.get(key, seconds), 1e-3)
         like = [
             k for k in self.took if k != key and 1 / LIKE <= self.mean.get(k, 0.0) / size <= LIKE
         ]
         return self.pooled(like) if like else self.unlike(busy)
 
-    def ratio(self, key: tuple[str, ...], seconds: float = 0.0, busy: float = 1.0) -> float:
-        """``seconds``: the class's estimate where the plan has none of it."""
+    def ratio(self, key: CostClass, seconds: float = 0.0, busy: float = 1.0) -> float:
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
         lean = self.lean(key, seconds, busy)
         return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
@@ -271,30 +239,35 @@ class Pace:
 class Step:
     commit: str
     names: tuple[str, ...]
-    tier: str  # first tier, the rest, every combination, again
+    tier: str
 
 
 @dataclass(frozen=True)
 class Build:
-    name: str  # CHANNEL@ID (torch VERSION)
+    name: str
     need: int  # bytes its install adds to the build cache
     how: str  # how the need is known
-    installed: bool  # asv only switches to it
-    download: int = 0  # bytes of wheels fetched to install it
+    installed: bool
+    download: int = 0  # bytes
     hosts: tuple[str, ...] = ()
-    refused: str = ""  # why this machine cannot install it: its steps are skipped
+    refused: str = ""  # why this machine cannot install it
 
 
 @dataclass(frozen=True)
 class Disk:
     cache: Path
-    builds: Mapping[str, Build]  # by timeline commit
+    builds: Mapping[str, Build]
 
 
 def free(folder: Path) -> int:
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     return shutil.disk_usage(folder).free
+
+
+def said_busy(fields: Mapping[str, Any], suffix: str = "") -> bool | None:
+    state = quiet.State.of(fields, suffix)
+    return None if state is None else bool(quiet.problems(state))
 
 
 def used(folder: Path) -> int:
@@ -308,41 +281,39 @@ class Watch:
         self.steps, self.estimates, self.disk = list(steps), estimates, disk
         self.commits = list(dict.fromkeys(step.commit for step in self.steps))
         self.total = sum(len(step.names) for step in self.steps)
-        self.done = self.offset = self.index = 0
-        self.started = self.step_began = self.said_long = self.last_event = time.monotonic()
+        self.done = self.index = 0
+        self.started = time.monotonic()
         known = disk.builds if disk is not None else {}
         self.builds = {c: known.get(c) or Build(c[:8], 0, "unknown", True) for c in self.commits}
         self.installed = {commit for commit, build in self.builds.items() if build.installed}
-        self.current: Step | None = None
-        self.left: list[str] = []
-        self.running: tuple[str, float] | None = None  # name, since
         self.skipped: set[str] = set()
-        self.cache_used = used(disk.cache) if disk is not None else 0
+        self.cache_used = self._cache()
         self.expected = {n: estimates.combination(n) for s in self.steps for n in s.names}
         self.pace = Pace(self.expected)
-        self.last_at: float | None = None  # the events' clock at the step's previous end
-        self.began_at, self.start_installed, self.to_publish = time.time(), True, False
-        # this run's own start-ups (by installed) and publishes: each one event, not a class
+        self._start(None, True)
+        self.to_publish = False
         self.run_starts: dict[bool, list[float]] = {True: [], False: []}
         self.run_publishes: list[float] = []
-        self.held: set[str] = set()  # in this step, not measured again yet
+        self.held: set[str] = set()  # in this step
         self.holds = self.again = 0  # held in this run; measured again in this pass
-        self.starting = True
-        self.gate_since: float | None = None  # the quiet gate said it waits before the first
-        # the gate's waits: combinations started within passes, seconds waited before them, the
-        # current one's; each wait's length and whether it ran out
+        # within passes: combinations started, the gate's wait before them, before this one
         self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
-        self.waits: list[tuple[float, bool]] = []
-        self.busy_after: list[bool] = []  # each combination's after-reading: the machine busy
-        self.setup: dict[tuple[str, ...], float] = {}  # a class's first combination's extra
+        self.waits: list[tuple[float, bool]] = []  # seconds, whether it ran out
+        self.busy_after: list[bool] = []
+        self.setup: dict[CostClass, float] = {}
         self.said_reasons: set[str] = set()
 
-    def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
+    def _cache(self) -> int:
+        return used(self.disk.cache) if self.disk is not None else 0
+
+    def _build(self, commit: str) -> str:
+        return f"build {self.commits.index(commit) + 1} of {len(self.commits)}"
+
+    def _scaled(self, key: CostClass, seconds: float) -> float:
         return seconds * self.pace.ratio(key, seconds, self._busy())
 
     def _own(self, seen: list[float], known: float) -> float:
-        """A start-up's or a publish's: this run's median, else this machine's or the table's
-        (mostly asv's and the disk's work, unlike the combinations')."""
+        # a start-up or a publish is mostly asv's and the disk's work
         return statistics.median(seen) if seen else known * self.pace.unlike(self._busy())
 
     def _start_up(self, installed: bool) -> float:
@@ -352,52 +323,37 @@ class Watch:
         return self._own(self.run_publishes, self.estimates.publish())
 
     def _estimate(self, names: Iterable[str]) -> float:
-        return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
+        return sum(self._scaled(cost_class(n), self.estimates.combination(n)) for n in names)
 
-    def _setups(self, names: Iterable[str], begun: Collection[tuple[str, ...]] = ()) -> float:
-        """The setup_cache of each class of ``names`` not ``begun`` in the pass: this run's where
-        it has paid it, else this machine's or the table's at its benchmark file's pace."""
+    def _setups(self, names: Iterable[str], begun: Collection[CostClass] = ()) -> float:
         return sum(
             self.setup[key]
             if key in self.setup
             else self.estimates.setup(key) * self.pace.setup_ratio(key)
-            for key in {self.pace.key(name) for name in names} - set(begun)
+            for key in {cost_class(name) for name in names} - set(begun)
         )
 
-    def _hold_rate(self) -> float:
-        """The share of values the gate holds, leaning on none until a few are measured."""
-        return self.holds / (self.done + Pace.PRIOR)
-
     def _waits(self, count: float) -> float:
-        """The gate's waits within a pass before ``count`` more combinations, at this run's rate
-        (a gate that waited in vain waits no more until the machine is quiet once)."""
         return count * self.waited / (self.started_count + Pace.PRIOR)
 
     def _busy(self) -> float:
-        """How likely the machine is busy now: the share of the latest readings that said so."""
         recent = self.busy_after[-RECENT:]
         return statistics.fmean(recent) if recent else min(1.0, self.holds / max(self.done, 1))
 
     def _gate_wait(self) -> float:
-        """A fresh gate's wait, before a pass: this run's mean wait, where the machine is busy."""
         return self._busy() * statistics.fmean(w for w, _ in self.waits) if self.waits else 0.0
 
     def _retry(self, held: Collection[str], left: Collection[str]) -> float:
-        """The retry pass of ``held`` values and of this run's share of ``left``: a fresh gate's
-        wait, then, unless it runs out, a start-up, the held classes' setup_cache and the values."""
-        rate = self._hold_rate()
+        rate = self.holds / (self.done + Pace.PRIOR)
         if not held and not (left and rate):
             return 0.0
         values = self._estimate(held) + self._waits(len(held))
         values += rate * (self._estimate(left) + self._waits(len(left)))
         again = self._start_up(True) + self._setups(held) + values
-        # a busy machine's wait runs out as often as this run's did: the retry is then skipped
         ran_out = statistics.fmean(out for _, out in self.waits) if self.waits else 0.0
         return self._gate_wait() + (1 - self._busy() * ran_out) * again
 
     def _steps(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, float]]:
-        """Each step, whether its build's first, and its start-up, work (with the gate's waits
-        and the retries this run's rate of holds brings) and publish."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
@@ -413,14 +369,14 @@ class Watch:
         needed, size = sum(b.need for b in fetch), sum(b.download for b in fetch)
         hosts = sorted({host for build in fetch for host in build.hosts})
         space = free(self.disk.cache)
-        short = (
-            ": builds that do not fit are skipped, each with a line"
-            " (MPSBENCH_CACHE=/path moves the cache to a disk with room)"
-        )
         return [
             f"  disk: about {_gb(needed)} more in the build cache {self.disk.cache} (it holds"
             f" {_gb(self.cache_used)}), {_gb(space)} free there"
-            + ("" if needed <= space else short),
+            + (
+                ""
+                if needed <= space
+                else ": builds that do not fit are skipped (MPSBENCH_CACHE=/path moves the cache)"
+            ),
             f"  downloads: about {_gb(size)} of wheels"
             + (f" from {', '.join(hosts)}" if hosts else "")
             + "; retried and resumed where cut"
@@ -432,90 +388,84 @@ class Watch:
         builds = f"{len(self.commits)} build{'s' if len(self.commits) != 1 else ''}"
         lines = [
             f"the run: {builds}, newest first, {self.total} combinations; each value is saved as"
-            " it is measured, so a stopped run keeps it and the next one goes on from there",
+            " measured: a stopped run keeps it, the next goes on from there",
             *self._costs(),
         ]
         total = 0.0
         for step, first, estimate in self._steps(self.steps, set()):
-            refused = self.builds[step.commit].refused
-            total = total + estimate * (not refused)
+            build = self.builds[step.commit]
             if first:
-                build, disk = self.builds[step.commit], ""
-                if self.disk is not None:
-                    disk = (
-                        f"; skipped: this machine cannot install it: {build.refused}"
-                        if build.refused
-                        else f"; disk: none, {build.how}"
-                        if build.installed
-                        else (f"; disk: about {_gb(build.need)} ({build.how})")
-                    )
+                disk = (
+                    ""
+                    if self.disk is None
+                    else f"; skipped: {CANNOT}{build.refused}"
+                    if build.refused
+                    else f"; disk: none, {build.how}"
+                    if build.installed
+                    else f"; disk: about {_gb(build.need)} ({build.how})"
+                )
                 lines.append(f"  {self.commits.index(step.commit) + 1}. {build.name}{disk}")
-            if refused:
-                continue
-            lines.append(
-                f"     {step.tier}: {len(step.names)} combinations, about"
-                f" {clock(estimate)} ({self.estimates.source(step.names)})"
-            )
+            if not build.refused:
+                total += estimate
+                lines.append(
+                    f"     {step.tier}: {len(step.names)} combinations, about"
+                    f" {clock(estimate)} ({self.estimates.source(step.names)})"
+                )
         lines.append(
             f"  in all about {clock(total)}, publishing the site after each step;"
-            " the estimate learns from each combination measured"
+            " the estimate learns as it goes"
         )
         return "\n".join(lines)
 
-    def _start(self, step: Step, installed: bool) -> None:
-        self.current, self.left, self.running, self.offset = step, list(step.names), None, 0
+    def _start(self, step: Step | None, installed: bool) -> None:
+        self.current, self.offset = step, 0
+        self.running: tuple[str, float] | None = None  # name, since
+        self.left = list(step.names if step else ())
         self.step_began = self.last_event = self.said_long = time.monotonic()
-        self.began_at, self.last_at, self.starting = time.time(), None, True
-        self.start_installed, self.gate_since = installed, None
-        self.classes: set[tuple[str, ...]] = set()  # begun in this step
+        self.began_at, self.starting, self.start_installed = time.time(), True, installed
+        self.last_at: float | None = None  # the previous end, on the events' clock
+        self.gate_since: float | None = None
+        self.classes: set[CostClass] = set()  # begun in this step
 
     def begin(self, step: Step) -> bool:
-        """Say which step starts; False (and a line) for a build that does not fit on the disk."""
+        """False for a build this machine cannot install."""
         if step.commit in self.skipped:
             return False
         build = self.builds[step.commit]
         space = free(self.disk.cache) if self.disk is not None else 0
-        if build.refused:
-            why = f"this machine cannot install it: {build.refused}"
-        elif self.disk is not None and not build.installed and build.need > space:
+        why = CANNOT + build.refused if build.refused else ""
+        if not why and self.disk is not None and not build.installed and build.need > space:
             why = (
                 f"installing it needs about {_gb(build.need)} ({build.how}), {_gb(space)} is free"
-                f" at {self.disk.cache}; free space there, or move the build cache to a disk with"
-                " room (MPSBENCH_CACHE=/path scripts/bench), and run again"
+                f" at {self.disk.cache}; free space there, or set MPSBENCH_CACHE=/path to a disk"
+                " with room, and run again"
             )
-        else:
-            why = ""
         if why:
             self.skipped.add(step.commit)
             self.total -= sum(len(s.names) for s in self.steps if s.commit == step.commit)
             log.warning(f"skipping {build.name}: {why}")
             return False
         self.index = self.steps.index(step)
-        first = all(s.commit != step.commit for s in self.steps[: self.index])
-        self._start(step, step.commit in self.installed or not first)
+        again = any(s.commit == step.commit for s in self.steps[: self.index])
+        self._start(step, step.commit in self.installed or again)
         self.to_publish, self.held, self.again = True, set(), 0
-        self.cache_used = used(self.disk.cache) if self.disk is not None else 0
+        self.cache_used = self._cache()
         log.info(
-            f"build {self.commits.index(step.commit) + 1} of {len(self.commits)}:"
-            f" {build.name}, {step.tier}: {len(step.names)} combinations"
+            f"{self._build(step.commit)}: {build.name}, {step.tier}: {len(step.names)} combinations"
             + ("" if step.commit in self.installed else ", installed first")
         )
         return True
 
     def hold(self, names: Iterable[str]) -> None:
-        """Values the quiet gate holds in this step: the retry pass measures them again."""
         new = set(names) - self.held
         self.holds += len(new)
         self.held |= new
 
     def gate_waits(self) -> None:
-        """The quiet gate said it waits for a quiet machine: while starting, say that, not asv."""
         if self.starting and self.gate_since is None:
             self.gate_since = self.said_long = time.monotonic()
 
     def retry_waited(self, seconds: float, ran_out: bool) -> None:
-        """The retry pass's gate waited ``seconds`` (all it may, where ``ran_out``: the values
-        stay held); its start-up begins after that."""
         if seconds >= 1.0:
             self.waits.append((seconds, ran_out))
         self.began_at += seconds
@@ -532,8 +482,6 @@ class Watch:
         return [{"event": "publish", "seconds": round(seconds, 3)}]
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
-        """Cost lines since the last poll (combinations with wall time, the start-up once the
-        first starts); says progress."""
         done: list[dict[str, Any]] = []
         commit = self.current.commit if self.current else ""
         events, self.offset = asv_saving.read_events(scratch, self.offset)
@@ -542,75 +490,69 @@ class Watch:
             now = time.monotonic()
             if event.get("event") == "start":
                 self.running, self.said_long = (name, now), now
-                self._waited(event, self.starting)
+                self.waiting = waited = float(event.get("waited") or 0.0)
+                if waited >= 1.0:
+                    self.waits.append((waited, bool(said_busy(event))))
                 if self.starting:
-                    # the event is written after the gate's wait: this combination's wall is
-                    # from it, and the start-up ends before the wait
-                    self.starting, self.last_at = False, at - self.waiting
-                    start_up = max(0.0, at - self.began_at - self.waiting)
+                    # the event is written after the gate's wait: the start-up ends before it
+                    self.starting, self.last_at = False, at - waited
+                    start_up = max(0.0, at - self.began_at - waited)
                     self.run_starts[self.start_installed].append(start_up)
-                    installed, seconds = commit in self.installed, round(start_up, 3)
                     done.append(
-                        dict(event="begin", build=commit, installed=installed, seconds=seconds)
+                        dict(
+                            event="begin",
+                            build=commit,
+                            installed=commit in self.installed,
+                            seconds=round(start_up, 3),
+                        )
                     )
+                else:
+                    self.started_count, self.waited = self.started_count + 1, self.waited + waited
             elif event.get("event") == "done":
                 seconds = float(event.get("seconds", 0.0))
-                # wall: from the last combination's end, less the gate's wait before this one
-                wall = at - self.last_at - self.waiting if self.last_at is not None else 0.0
-                wall = max(seconds, wall)
+                # from the previous end, less the gate's wait
+                wall = max(
+                    seconds, at - self.last_at - self.waiting if self.last_at is not None else 0.0
+                )
                 self.last_at, self.running, self.last_event = at, None, now
                 done.append({**event, "wall": round(wall, 3), "waited": self.waiting})
                 with contextlib.suppress(ValueError):
                     self.left.remove(name)
-                # the pace carries this run, less a class's first in a step (its setup_cache)
-                key, expected = self.pace.key(name), self.expected.get(name, wall)
+                # a class's first in a step pays its setup_cache
+                key, expected = cost_class(name), self.expected.get(name, wall)
                 if key in self.classes:
                     self.pace.note(key, wall, expected)
                 else:
                     self.setup[key] = max(0.0, wall - self._scaled(key, expected))
                 self.classes.add(key)
                 self.waiting = 0.0
-                after = quiet.State.of(event, "_after")
-                if after is not None:
-                    self.busy_after.append(bool(quiet.problems(after)))
-                if commit not in self.installed and self.disk is not None:
-                    self.cache_used = used(self.disk.cache)
+                if (busy := said_busy(event, "_after")) is not None:
+                    self.busy_after.append(busy)
+                if commit not in self.installed:
+                    self.cache_used = self._cache()
                 self.installed.add(commit)
-                log.info(self.line(name, self._outcome(event), seconds))
+                log.info(self.line(commit, name, self._outcome(event), seconds))
         now = time.monotonic()
-        if self.running is not None and now - self.said_long >= LONG:
+        if now - self.said_long >= LONG and (self.running or (self.starting and self.current)):
             self.said_long = now
-            log.info(f"still measuring {self.running[0]}: {clock(now - self.running[1])} so far")
-        elif self.starting and self.gate_since is not None and now - self.said_long >= LONG:
-            self.said_long = now
-            log.info(f"the quiet gate is waiting (above): {clock(now - self.gate_since)} so far")
-        elif self.starting and self.current is not None and now - self.said_long >= LONG:
-            self.said_long = now
-            grown = (used(self.disk.cache) - self.cache_used) if self.disk is not None else 0
-            fresh = commit not in self.installed
-            log.info(
-                ("installing the build and starting asv" if fresh else "starting asv")
-                + f": {clock(now - self.step_began)} so far"
-                + (
-                    f", the build cache has grown by {_gb(grown)} (downloads and the install)"
-                    if grown > 0
-                    else ""
-                )
-            )
+            if self.running is not None:
+                said = f"still measuring {self.running[0]}: {clock(now - self.running[1])} so far"
+            elif self.gate_since is not None:
+                said = f"the quiet gate is waiting (above): {clock(now - self.gate_since)} so far"
+            else:
+                said = (
+                    "starting asv"
+                    if commit in self.installed
+                    else "installing the build and starting asv"
+                ) + f": {clock(now - self.step_began)} so far"
+                if (grown := self._cache() - self.cache_used) > 0:
+                    said += (
+                        f", the build cache has grown by {_gb(grown)} (downloads and the install)"
+                    )
+            log.info(said)
         return done
 
-    def _waited(self, start: dict[str, Any], first: bool) -> None:
-        """What the gate waited before the combination ``start``ing now, ``first`` in its pass
-        (its gate fresh) or within it; the wait ran out where the reading it ended on was busy."""
-        self.waiting = seconds = float(start.get("waited") or 0.0)
-        if not first:
-            self.started_count, self.waited = self.started_count + 1, self.waited + seconds
-        if seconds >= 1.0:
-            state = quiet.State.of(start)
-            self.waits.append((seconds, state is not None and bool(quiet.problems(state))))
-
     def _outcome(self, event: dict[str, Any]) -> str:
-        """A skip's reason once per run."""
         reason = str(event.get("reason", "no reason given"))
         if event.get("outcome") != "skipped":
             return str(event.get("outcome"))
@@ -620,14 +562,11 @@ class Watch:
         return f"skipped: {reason}"
 
     def remaining(self) -> float:
-        """At this run's pace: this step's start-up and combinations less the time the one
-        under way has taken, the retry of what is held, its publish, then every later step."""
         estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
         estimate += self._setups(self.left, self.classes)
-        now = time.monotonic()
-        spent = now - self.step_began if self.starting else now - self.last_event
+        spent = time.monotonic() - (self.step_began if self.starting else self.last_event)
         if self.starting:
             estimate += self._start_up(self.start_installed) + self._gate_wait()
         estimate += self._waits(len(self.left))
@@ -638,28 +577,28 @@ class Watch:
         later = [s for s in self.steps[self.index + 1 :] if s.commit not in self.skipped]
         return sum((e for _, _, e in self._steps(later, {self.current.commit})), estimate)
 
-    def line(self, name: str, outcome: str, seconds: float) -> str:
-        what = f"({name}: {outcome}, {clock(seconds)})"
+    def line(self, commit: str, name: str, outcome: str, seconds: float) -> str:
         left = f"about {clock(self.remaining())} left"
         if self.current is not None and self.current.tier == "again":
             self.again += 1
-            count = f"{self.again} of {len(self.current.names)}"
-            return f"measured again {count}: {name}: {outcome}, {clock(seconds)}, {left}"
+            return (
+                f"measured again {self.again} of {len(self.current.names)}: {name}: {outcome},"
+                f" {clock(seconds)}, {left}"
+            )
         self.done += 1
-        number = self.commits.index(self.current.commit) + 1 if self.current else 0
         disk = (
             f", build cache {_gb(self.cache_used)}, {_gb(free(self.disk.cache))} free"
             if self.disk is not None
             else ""
         )
         return (
-            f"build {number} of {len(self.commits)}, {self.done} of {self.total} combinations"
-            f" done {what}, elapsed {clock(time.monotonic() - self.started)}, {left}{disk}"
+            f"{self._build(commit)}, {self.done} of {self.total} combinations"
+            f" done ({name}: {outcome}, {clock(seconds)}), elapsed"
+            f" {clock(time.monotonic() - self.started)}, {left}{disk}"
         )
 
     def end(self) -> None:
         disk = ", ".join(self.builds[c].name for c in sorted(self.skipped))
-        # builds this machine cannot install or has no room for, each said when its turn came
         log.info(
             f"measured {self.done} of {self.total} combinations in"
             f" {clock(time.monotonic() - self.started)}" + (f"; skipped: {disk}" if disk else "")
