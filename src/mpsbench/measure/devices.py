@@ -1,5 +1,5 @@
-"""Everything the suite knows about a device: usable here or not, sync, memory, seed. Every
-``torch.mps`` call is guarded; a device is usable only once a real op succeeds on it."""
+"""Each device: usable here (once a real op succeeds) or not, sync, memory, seed; every
+``torch.mps`` call is guarded."""
 
 from __future__ import annotations
 
@@ -27,15 +27,13 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Availability:
     usable: bool
-    reason: str  # what was found, or why it is unusable
+    reason: str
 
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Bytes held on a device; None where it cannot say."""
-
-    current: int | None  # tensors alive (cpu: the process's RSS)
-    driver: int | None = None  # mps only: what the Metal driver holds
+    current: int | None  # cpu: the process's RSS
+    driver: int | None = None  # mps only
 
 
 def rss() -> int | None:
@@ -43,11 +41,9 @@ def rss() -> int | None:
         import psutil
 
         return int(psutil.Process().memory_info().rss)
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return None
 
 
 def _mps(name: str) -> Any:
@@ -57,24 +53,24 @@ def _mps(name: str) -> Any:
 def _mps_missing() -> str | None:
     backend = getattr(getattr(torch, "backends", None), "mps", None)
     if backend is None:
-        return f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
+        return f"torch {torch.__version__} has no MPS backend (1.12+)"
     if not backend.is_built():
         return f"torch {torch.__version__} was built without MPS"
     if backend.is_available():
         return None
     if sys.platform != "darwin":
         return f"MPS needs macOS on Apple silicon; this is {sys.platform}"
-    return "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
+    return "MPS is built but unavailable (needs macOS 12.3+ on Apple silicon)"
 
 
 class Device(str, enum.Enum):
-    """One device and its plumbing; a ``str``, so torch takes it as a device name."""
+    """A ``str``, so torch takes it as a device name."""
 
     CPU = "cpu"
     MPS = "mps"
     CUDA = "cuda"
 
-    # "mps", never "Device.MPS", in messages
+    # "mps", not "Device.MPS"
     __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod
@@ -94,7 +90,7 @@ class Device(str, enum.Enum):
             return "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
         if self is Device.MPS and (missing := _mps_missing()):
             return missing
-        try:  # a read-back proves the op ran: some hosted Macs report mps, then fail
+        try:  # some hosted Macs report mps, then fail
             total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
         except Exception as exc:
             return f"{self} reported available but a first op failed: {errors.first_line(exc)}"
@@ -112,8 +108,8 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside creates its weights: cuda's GPU (torch 2.0+; the cpu takes
-        seconds), else the cpu (an initializer mps lacks would fail)."""
+        """Where a model built inside makes its weights: cuda's GPU (2.0+, fast), else the cpu
+        (mps lacks some initializers)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()
@@ -138,7 +134,7 @@ class Device(str, enum.Enum):
 
     def no_reading_reason(self) -> str:
         if self is Device.CPU:
-            return f"the process's resident memory is unreadable on {sys.platform} without psutil (not importable here)"
+            return f"the process's memory is unreadable on {sys.platform} without psutil"
         return f"torch {torch.__version__} keeps no {self} memory counters"
 
     def empty_cache(self) -> None:
@@ -152,7 +148,7 @@ class Device(str, enum.Enum):
 
 
 class OneSlot(Generic[T]):
-    """One built thing per process: a new key drops the old one first, emptying the cache."""
+    """One built thing per process; a new key frees the old one first."""
 
     key: Hashable | None = None
     value: T | None = None
@@ -172,10 +168,9 @@ get = Device
 
 
 def present(name: str) -> bool:
-    """Whether this machine could have ``name`` at all, whatever torch is installed; no GPU touched."""
+    """Whether this machine could have ``name`` at all, whatever torch is installed."""
     device = get(name)
-    if device is Device.CUDA:
-        # the NVIDIA driver's node: asking torch would import it in every lookup process
+    if device is Device.CUDA:  # asking torch would import it
         return sys.platform != "darwin" and (
             os.path.exists("/dev/nvidiactl")
             or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
@@ -201,15 +196,15 @@ def usable_gpu() -> Device | None:
 def peaks_over(
     device: Device, step: Callable[[Callable[[], None]], object]
 ) -> tuple[int | None, int | None]:
-    """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown. mps
-    (no peak counter) and the cpu (max RSS keeps earlier peaks) read at each ``probe()``."""
+    """Peak bytes allocated and held by the driver over ``step(probe)``; mps and the cpu have no
+    peak counter, so they read at each ``probe()``."""
     device.synchronize()
     if device is Device.CUDA:
         torch.cuda.reset_peak_memory_stats()
     readings = [device.memory()]
     step(lambda: readings.append(device.memory()))
     device.synchronize()
-    readings.append(device.memory())  # mps frees late: the driver may grow as the step ends
+    readings.append(device.memory())  # mps's driver may grow as the step ends
     if device is Device.CUDA:
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     return _most(found.current for found in readings), _most(found.driver for found in readings)
@@ -219,11 +214,10 @@ def _most(values: Iterable[int | None]) -> int | None:
     return max((value for value in values if value is not None), default=None)
 
 
-MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read when mps first allocates
+MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
 
 
 def mps_high_watermark_ratio() -> float | None:
-    """The mps allocator's limit as a fraction of the working set; None: torch's default."""
     if not (text := os.environ.get(MPS_WATERMARK_ENV, "").strip()):
         return None
     try:
@@ -236,7 +230,7 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
-# the host allocator's words (torch 2.x, then 1.x), and everyone's
+# the cpu's (torch 2.x, 1.x), then any device's
 OUT_OF_MEMORY = (
     "DefaultCPUAllocator: can't allocate memory",
     "DefaultCPUAllocator: not enough memory",
@@ -245,7 +239,7 @@ OUT_OF_MEMORY = (
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """The suite's one out-of-memory check; cuda's is a RuntimeError before torch 1.13."""
+    # cuda's is a RuntimeError before torch 1.13
     if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
     return isinstance(exc, RuntimeError) and any(words in str(exc) for words in OUT_OF_MEMORY)

@@ -11,23 +11,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import psutil
+
 from mpsbench.core import asv_saving, progress, settings
 from mpsbench.measure import host
 
-# docs/explanation/quiet-gate.md gives the measurements behind each figure
+# measured in docs/explanation/quiet-gate.md
 OTHERS_SHARE = 0.25  # of all cores
 SPREAD = 0.30  # interquartile range over median
-DRIFT = 0.25  # from the recorded value of the same build
-BUSY_PERCENT = 25.0  # of one core: a process named as busy
+DRIFT = 0.25  # from the same build's recorded value
+BUSY_PERCENT = 25.0  # of a core: a process named busy
 WINDOW = 0.5  # seconds per reading
 POLL = 2.0  # seconds between readings while waiting
-FRESH = 5.0  # seconds a reading after a combination stands for the next one's "before"
+FRESH = 5.0  # seconds an "after" reading stands for the next "before"
 
-WAIT = "MPSBENCH_QUIET_WAIT"  # most seconds the gate waits
+WAIT = "MPSBENCH_QUIET_WAIT"
 WAIT_DEFAULT = 120
 WAIT_MOST = 3600
-WAITING = "waiting up to"  # the gate's line as it begins a wait (record relays it to the watch)
-ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"  # record whatever the gate says; not for history
+WAITING = "waiting up to"  # record relays the line to the watch
+ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"
 
 log = progress.logger(__name__)
 
@@ -43,7 +45,7 @@ def accept_busy() -> bool:
 @dataclass(frozen=True)
 class State:
     cores: int
-    others: float  # cores' worth of cpu time other processes used
+    others: float  # cores' worth used by other processes
     load: float | None  # kept, not judged
     battery: bool | None = None
     thermal: str | None = None
@@ -53,14 +55,12 @@ class State:
 
     @classmethod
     def of(cls, event: Mapping[str, Any], suffix: str = "") -> State | None:
-        """The state :meth:`fields` recorded in ``event``, if any."""
+        """The state :meth:`fields` wrote into ``event``, if any."""
         try:
             return cls(
                 int(event[f"cores{suffix}"]),
                 float(event[f"others{suffix}"]),
-                event.get(f"load{suffix}"),
-                event.get(f"battery{suffix}"),
-                event.get(f"thermal{suffix}"),
+                *(event.get(name + suffix) for name in ("load", "battery", "thermal")),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -82,24 +82,17 @@ def problems(state: State) -> dict[str, str]:
 
 
 def _busy_seconds() -> float:
-    # Linux counts guest time inside user time too
-    import psutil
-
-    times = psutil.cpu_times()._asdict()
+    times = psutil.cpu_times()._asdict()  # Linux counts guest time inside user time too
     idle = sum(times.get(key, 0.0) for key in ("idle", "iowait", "guest", "guest_nice"))
     return float(sum(times.values()) - idle)
 
 
 def own_processes() -> list[Any]:
-    import psutil
-
     me = psutil.Process()
     return [me, *([parent] if (parent := me.parent()) else []), *me.children(recursive=True)]
 
 
 def _used(processes: Sequence[Any]) -> float:
-    import psutil
-
     total = 0.0
     for process in processes:
         with contextlib.suppress(psutil.Error):
@@ -129,17 +122,19 @@ def named(state: State) -> str:
     found = problems(state)
     if "load" in found:
         own = {process.pid for process in own_processes()}
-        busy = [entry for entry in host.busy_processes(BUSY_PERCENT) if entry[1] not in own]
+        busy = [
+            f"{name} {percent:.0f}%"
+            for name, pid, percent in host.busy_processes(BUSY_PERCENT)
+            if pid not in own
+        ]
         if busy:
-            found["load"] += ": " + ", ".join(
-                f"{name} {percent:.0f}%" for name, _, percent in busy[:3]
-            )
+            found["load"] += ": " + ", ".join(busy[:3])
     return "; ".join(found.values())
 
 
 class Gate:
-    """Waits up to ``limit`` seconds before each combination for a quiet machine; once a wait
-    runs out, none starts again until a reading is quiet (a busy machine costs one wait)."""
+    """Waits up to ``limit`` seconds for a quiet machine before each combination; after a wait
+    runs out, waits again only once a reading was quiet."""
 
     def __init__(
         self,
@@ -150,12 +145,12 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
-        self.reader = reader or read  # looked up now: a stand-in set after import counts
-        self.last: tuple[float, State] | None = None  # (when, reading) after a combination
+        self.reader = reader or read  # looked up now, so a stand-in counts
+        self.last: tuple[float, State] | None = None
         self.ran_out = False
 
     def before(self, name: str) -> dict[str, Any]:
-        """The state before ``name`` (waiting while busy) as event fields, with ``waited``."""
+        """The state before ``name`` as event fields, with ``waited``."""
         if (
             self.last is not None
             and self.clock() - self.last[0] <= FRESH
@@ -167,8 +162,8 @@ class Gate:
         started = self.clock()
         if problems(state) and not self.ran_out and self.limit > 0:
             self.say(
-                f"the machine is busy ({named(state)}); {WAITING} {self.limit:.0f} s for it to"
-                f" quiet down before {name} ({WAIT} sets how long)"
+                f"the machine is busy ({named(state)}); {WAITING} {self.limit:.0f} s before"
+                f" {name} (set by {WAIT})"
             )
             while problems(state) and self.clock() - started < self.limit:
                 self.sleep(max(0.0, POLL - WINDOW))
@@ -205,8 +200,8 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` looks disturbed, by kind; ``earlier`` is the same build's recorded value, and a
-    re-measurement agreeing with its ``first`` makes a wide spread the benchmark's own."""
+    """Why ``value`` looks disturbed, by kind; ``earlier``: the same build's recorded value; a wide
+    spread that a ``first`` measurement agrees with is the benchmark's own."""
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
@@ -232,11 +227,10 @@ def judge(
 
 
 def main(argv: list[str]) -> None:
-    """asv run saving each value as measured, gated before each combination."""
     asv_saving.main(argv, gate=Gate(0 if accept_busy() else wait_seconds()))
 
 
-if __name__ == "__main__":  # the imported module, not this __main__ copy: one reader
+if __name__ == "__main__":  # the imported module's Gate, not this copy's
     from mpsbench.measure import quiet
 
     quiet.main(sys.argv[1:])
