@@ -1,5 +1,4 @@
-"""Leaks: how fast the memory held after each step grows, for the workloads and for loop bodies
-from pytorch issues."""
+"""Leaks: how fast the memory held after each step grows, in workloads and pytorch issues' loops."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from mpsbench.measure.optional_torch import F, nn, torch
 from mpsbench.measure.workloads import Workload
 
 STEPS_SMALL = 200  # milliseconds a step even on a cpu
-STEPS_LARGE = 50  # about a second a step at the seed batch
-PER = 100  # steps the slope is reported per
+STEPS_LARGE = 50  # about a second a step
+PER = 100  # steps
 
 
 def steps_for(workload: Workload) -> int:
@@ -23,8 +22,7 @@ def steps_for(workload: Workload) -> int:
 
 
 def reading(device: str) -> int:
-    """Bytes held now (the cpu's: the process RSS); no reading skips, never a slope of zeros (RSS
-    is no stand-in for mps's private Metal heaps)."""
+    """Bytes held now (cpu: the process RSS, no stand-in for mps's Metal heaps); else a skip."""
     found = devices.get(device)
     if (current := found.memory().current) is None:
         raise skips.SkipNotImplemented(
@@ -40,8 +38,7 @@ def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
 
 
 def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
-    """Memory after each of ``steps`` calls of ``step``, once the device has finished it."""
-    gc.collect()  # garbage from warm-up is not growth
+    gc.collect()  # warm-up's garbage is not growth
     synchronize = devices.get(device).synchronize
     synchronize()
     readings = []
@@ -57,7 +54,7 @@ def measure(workload: Workload, steps: int | None = None) -> float:
     return slope_mib_per_100_steps(record(workload.step, workload.device, steps))
 
 
-PATTERN_PER = 1000  # iterations a pattern's growth is reported per
+PATTERN_PER = 1000  # iterations
 PATTERN_WARM_UP = 50  # several times every cycle below
 PATTERN_ITERATIONS = 300  # enough for a line through RSS noise
 SIZES = (32, 40, 48, 56, 64)  # image sides
@@ -68,7 +65,7 @@ LENGTHS = (17, 33, 64, 100, 128)  # attention sequence lengths
 class Pattern:
     name: str
     issue: str
-    make: Callable[[str], Callable[[], object]]  # device -> one seeded iteration
+    make: Callable[[str], Callable[[], object]]  # device -> one iteration
     min_torch: tuple[int, int] = (1, 12)
 
 
@@ -158,7 +155,7 @@ PATTERN_NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
 def growth(device: str, name: str, iterations: int | None = None) -> float:
-    """A pattern's growth in MiB per :data:`PATTERN_PER` iterations."""
+    """MiB per :data:`PATTERN_PER` iterations."""
     skips.require_device(device)
     pattern = PATTERNS[name]
     skips.require_torch(pattern.min_torch, name)

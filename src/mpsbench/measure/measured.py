@@ -1,5 +1,5 @@
-"""Measure once per run, report per combination: one ``setup_cache`` measures a class's selection
-and its ``track_`` methods look the figures up."""
+"""Measure once per run, report per combination: a ``setup_cache`` measures, ``track_`` methods look
+the figures up."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ Figure = Callable[[Any], "float | None"]
 
 @dataclass(frozen=True)
 class Outcome:
-    """One figure's value, or why there is none."""
-
     value: Any = None
     skipped: str | None = None
     failed: str | None = None
@@ -63,8 +61,7 @@ def measure(
     figures: Mapping[str, Figure],
     after_each: Callable[[str], None] | None = None,
 ) -> Table:
-    """Every figure of ``prepare(*key)`` for each selected key, one at a time; ``after_each(device)``
-    frees its memory."""
+    """Each figure of ``prepare(*key)`` per selected key; ``after_each(device)`` frees memory."""
     table = Table()
     for key in keys:
         try:
@@ -91,25 +88,20 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
         value = figure(state)
     except Exception as exc:
         return outcome_of(exc)
-    return (
-        Outcome(skipped=f"{key[0]} keeps no reading for {name}")
-        if value is None
-        else Outcome(value)
-    )
+    return Outcome(value, None if value is not None else f"{key[0]} keeps no reading for {name}")
 
 
 def grid(*axes: Iterable[Any]) -> list[Key]:
     return list(itertools.product(*axes))
 
 
-# asv runs a setup_cache in a fresh interpreter that would re-import torch, so the first lookup
-# measures: any lookup may be the one that measures the whole sweep
-MEASURING_TIMEOUT = 6 * 3600
+MEASURING_TIMEOUT = 6 * 3600  # any lookup may measure the whole sweep
 
 
 @dataclass(frozen=True)
 class Deferred:
-    """A setup_cache's result: the first lookup measures the readings into asv's cache folder."""
+    """A setup_cache's result; the first lookup measures, as asv's setup_cache process would
+    import torch again."""
 
     setup_cache: Callable[..., Any]  # module-level, pickled by name
 
@@ -119,15 +111,15 @@ class Deferred:
         if not done.exists():
             if not files.create(begun, b""):
                 raise RuntimeError(
-                    f"an earlier lookup began {name} in {Path.cwd()} and did not finish (it"
-                    " crashed or reached its timeout): its output says why"
+                    f"an earlier lookup began {name} in {Path.cwd()} and did not finish"
+                    " (a crash or its timeout): its output says why"
                 )
             files.write(done, pickle.dumps(inspect.unwrap(self.setup_cache)()))
         return pickle.loads(done.read_bytes())
 
 
 def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
-    """asv's ``setup_cache`` for ``measure``, a :class:`Deferred`; asv keys it by ``measure``'s line."""
+    """asv's ``setup_cache`` for ``measure``, keyed by ``measure``'s line."""
 
     @functools.wraps(measure)
     def setup_cache(*_: Any) -> Deferred:  # a class's benchmark instance, or nothing
@@ -137,7 +129,7 @@ def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings, or a failed :class:`Outcome`: one family's bug costs no other."""
+    """Each family's readings or failed :class:`Outcome`: one family's bug costs no other."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:
@@ -159,16 +151,14 @@ def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
 
 
 class Lookup:
-    """Base of a class whose ``track_`` methods look up a shared setup_cache's figures."""
+    """A class whose ``track_`` methods look up a shared setup_cache's figures."""
 
-    kind: str  # the class's family in the readings
+    kind: str  # its family in the readings
     rounds = 1  # a second round would read the same cache again
     timeout = MEASURING_TIMEOUT
 
 
 def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
-    """A :class:`Lookup`'s ``track_`` method for ``figure``."""
-
     def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
         value: float = family(readings, self.kind).lookup(params, figure)
         return value
@@ -193,7 +183,6 @@ def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Cal
 def kind_families(
     measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
 ) -> dict[str, Callable[[], Any]]:
-    """Each class's family by its ``kind``: ``measure_kind(kind, ...)`` over its params."""
     return {b.kind: of(b, functools.partial(measure_kind, b.kind)) for b in benchmarks}
 
 
