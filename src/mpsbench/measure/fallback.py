@@ -1,5 +1,5 @@
-"""Which ops silently ran on the cpu instead of mps (``PYTORCH_ENABLE_MPS_FALLBACK=1``), from
-PyTorch's own warning."""
+"""Which ops ran on the cpu instead of mps (``PYTORCH_ENABLE_MPS_FALLBACK=1``), from PyTorch's
+warning."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mpsbench.core import settings
 from mpsbench.measure.optional_torch import torch
 
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
-ALLOW_ENV = settings.ALLOW_FALLBACK  # ours: on, combinations that fell back are timed
+ALLOW_ENV = settings.ALLOW_FALLBACK  # on: combinations that fell back are timed
 
 # MPSFallback.mm's warning since torch 1.12
 WARNING = re.compile(
@@ -23,7 +23,7 @@ WARNING = re.compile(
 
 
 class FallbackError(RuntimeError):
-    """Ops fell back to the cpu."""
+    pass
 
 
 def enabled() -> bool:
@@ -35,11 +35,11 @@ def ops_in(message: str) -> list[str]:
 
 
 class Recorder:
-    """Records the ops that fall back to the cpu inside it (autograd's threads' too); other
-    warnings are re-emitted on exit, once per text."""
+    """The ops that fall back inside it (autograd's threads' too); other warnings are re-emitted,
+    once per text."""
 
     def __init__(self) -> None:
-        self.ops: list[str] = []  # distinct, in the order they first fell back
+        self.ops: list[str] = []  # distinct, in order
         self._catcher = warnings.catch_warnings(record=True)
 
     def __enter__(self) -> Recorder:

@@ -1,5 +1,5 @@
-"""The small Llama's generation with a KV cache; greedy decoding never stops early: every build does
-the same work."""
+"""The small Llama's greedy generation with a KV cache, never stopping early: the same work on
+every build."""
 
 from __future__ import annotations
 
@@ -43,7 +43,6 @@ class Generation:
         return torch.cat(tokens, dim=1)
 
     def warm_up(self) -> Generation:
-        """A prefill and a few decode steps, recording fallbacks."""
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
             out = self.decode(token, cache, count=4)

@@ -1,5 +1,5 @@
 """Which combinations this run times, so asv starts no process for the rest; a device is left out
-only where this machine plainly lacks it (the benchmarked build's torch decides the rest)."""
+only where this machine plainly lacks it."""
 
 from __future__ import annotations
 
@@ -19,19 +19,18 @@ from mpsbench.measure import devices, selection
 @dataclass(frozen=True)
 class Combination:
     name: str  # "benchmark_models.Training.time_step('cpu', 'mlp', 8)", or a bare name
-    reason: str | None  # why this run leaves it out
+    reason: str | None  # why it is left out
 
 
 def discover(benchmark_dir: Path) -> list[Any]:
-    """asv_runner's own discovery (names and param reprs as asv's), importing the package under its
-    folder's name."""
+    """asv_runner's own discovery, importing the package under its folder's name."""
     from mpsbench.core.asv_internals import disc_benchmarks
 
     root = benchmark_dir.resolve()
     if not (root / "__init__.py").is_file():
         raise UserError(
             f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's"
-            " benchmark folder, the one holding its __init__.py (benchmarks in this checkout)"
+            " benchmark folder (benchmarks in this checkout)"
         )
 
     def suite_modules() -> list[str]:
@@ -52,8 +51,7 @@ def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, str, str | None, lis
     for benchmark in benchmarks:
         for shown in itertools.product(*benchmark.params):
             params = asv.param_values(shown)
-            named = dict(zip(benchmark.param_names, params, strict=False))
-            device = str(named["device"]) if "device" in named else None
+            device = dict(zip(benchmark.param_names, params)).get("device")
             yield benchmark, asv.combination(benchmark.name, shown), device, params
 
 
@@ -77,7 +75,7 @@ def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
 
 
 def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[str]:
-    """The combinations this run times, narrowed by ``bench`` regexes (asv's -b)."""
+    """The combinations this run times, narrowed by asv's -b regexes."""
     runs = [combination.name for combination in found if combination.reason is None]
     runs = asv.matching(runs, bench) if bench else runs
     if not runs:

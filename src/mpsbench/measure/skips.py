@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 
-from mpsbench.core.asv_internals import SkipNotImplemented as SkipNotImplemented  # re-exported
+from mpsbench.core.asv_internals import SkipNotImplemented as SkipNotImplemented
 from mpsbench.measure import devices, precision, selection
 from mpsbench.measure.optional_torch import torch
 
 CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend looks for
-# words in torch's errors for an op or dtype a device does not support
+# torch's words for an op or dtype a device lacks
 LACKING = (
     "not implemented for",
     "not supported",
@@ -54,7 +54,7 @@ def torch_lacks(exc: BaseException) -> bool:
 
 
 def compile_unsupported(device: str) -> str | None:
-    """Why this build cannot ``torch.compile`` (inductor) for ``device`` here."""
+    """Why this build cannot ``torch.compile`` for ``device`` here."""
     version = torch.__version__
     if precision.torch_version() < (2, 0) or not hasattr(torch, "compile"):
         return f"torch {version} has no torch.compile (2.0 and later)"

@@ -1,5 +1,4 @@
-"""The timing loop outside asv's clock, done as asv's: warm up, synchronize before every clock read,
-report the median."""
+"""Timing outside asv's clock, as asv's: warm up, synchronize before each clock read, the median."""
 
 from __future__ import annotations
 
