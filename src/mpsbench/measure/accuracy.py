@@ -1,5 +1,4 @@
-"""A device's forward output and loss must agree with a float32 cpu copy's: mps has returned wrong
-numbers without an error."""
+"""A device's output and loss must agree with a float32 cpu copy's: mps has been silently wrong."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from mpsbench.measure.optional_torch import F, torch
 from mpsbench.measure.workloads import Workload
 
 _TINY = 1e-12  # for an all-zero reference
-CHECK_SAMPLES = 4  # independent in eval mode: a few judge the kernels
+CHECK_SAMPLES = 4  # a few judge the kernels
 
 
 class AccuracyError(RuntimeError):

@@ -1,5 +1,4 @@
-"""Each device: usable here (once a real op succeeds) or not, sync, memory, seed; every
-``torch.mps`` call is guarded."""
+"""Each device: usable here or not, sync, memory, seed; every ``torch.mps`` call guarded."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from mpsbench.core import errors
+from mpsbench.core import errors, settings
 from mpsbench.measure import optional_torch
 from mpsbench.measure.optional_torch import torch
 
@@ -51,7 +50,7 @@ def _mps(name: str) -> Any:
 
 
 def _mps_missing() -> str | None:
-    backend = getattr(getattr(torch, "backends", None), "mps", None)
+    backend = getattr(torch.backends, "mps", None)
     if backend is None:
         return f"torch {torch.__version__} has no MPS backend (1.12+)"
     if not backend.is_built():
@@ -70,7 +69,6 @@ class Device(str, enum.Enum):
     MPS = "mps"
     CUDA = "cuda"
 
-    # "mps", not "Device.MPS"
     __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod
@@ -86,8 +84,11 @@ class Device(str, enum.Enum):
         if self is Device.CPU:
             return None
         if self is Device.CUDA and not torch.cuda.is_available():
-            built = torch.version.cuda is not None
-            return "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
+            return (
+                "no CUDA device found"
+                if torch.version.cuda
+                else f"torch {torch.__version__} has no CUDA"
+            )
         if self is Device.MPS and (missing := _mps_missing()):
             return missing
         try:  # some hosted Macs report mps, then fail
@@ -108,8 +109,8 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside makes its weights: cuda's GPU (2.0+, fast), else the cpu
-        (mps lacks some initializers)."""
+        """Where a model built inside makes its weights: cuda's GPU (fast), else the cpu (mps
+        lacks some initializers)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()
@@ -196,8 +197,8 @@ def usable_gpu() -> Device | None:
 def peaks_over(
     device: Device, step: Callable[[Callable[[], None]], object]
 ) -> tuple[int | None, int | None]:
-    """Peak bytes allocated and held by the driver over ``step(probe)``; mps and the cpu have no
-    peak counter, so they read at each ``probe()``."""
+    """Peak bytes allocated and held by the driver over ``step(probe)``; without a peak counter,
+    each ``probe()`` reads."""
     device.synchronize()
     if device is Device.CUDA:
         torch.cuda.reset_peak_memory_stats()
@@ -218,7 +219,7 @@ MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
 
 
 def mps_high_watermark_ratio() -> float | None:
-    if not (text := os.environ.get(MPS_WATERMARK_ENV, "").strip()):
+    if not (text := settings.text(MPS_WATERMARK_ENV)):
         return None
     try:
         return float(text)
@@ -230,7 +231,6 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
-# the cpu's (torch 2.x, 1.x), then any device's
 OUT_OF_MEMORY = (
     "DefaultCPUAllocator: can't allocate memory",
     "DefaultCPUAllocator: not enough memory",
@@ -239,7 +239,7 @@ OUT_OF_MEMORY = (
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    # cuda's is a RuntimeError before torch 1.13
     if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
+    # cuda's too before torch 1.13
     return isinstance(exc, RuntimeError) and any(words in str(exc) for words in OUT_OF_MEMORY)

@@ -1,5 +1,4 @@
-"""Energy per step from a device's cumulative energy counter (NVML, IOReport, RAPL) polled while
-steps run; never an estimate."""
+"""Energy per step from a device's cumulative energy counter, polled while steps run."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ MIN_SECONDS = 1.0
 # a shorter step is paced by dispatch: its joules vary between short windows
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10
-MAX_SECONDS = 10.0  # then the updates read so far do (two at least)
+MAX_SECONDS = 10.0
 SETTLE_SECONDS = 0.25  # untimed: the board runs this workload as the window opens
 POWERCAP = Path("/sys/class/powercap")
 
@@ -78,7 +77,7 @@ def _nvml_handle(pynvml: Any) -> Any:
     return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
-IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's field names
+IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's names
 
 
 def _ioreport(device: str) -> Counter:
@@ -167,7 +166,7 @@ def measure(
     min_updates: int = MIN_UPDATES,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
-    """Calls ``run`` untimed for ``settle_seconds``, then until enough updates and time passed."""
+    """Calls ``run`` untimed for ``settle_seconds``, then until enough time and updates."""
     poller = _Poller(found)
     poller.start()
     try:

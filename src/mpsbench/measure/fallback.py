@@ -1,5 +1,4 @@
-"""Which ops ran on the cpu instead of mps (``PYTORCH_ENABLE_MPS_FALLBACK=1``), from PyTorch's
-warning."""
+"""Which ops fell back from mps to the cpu, from PyTorch's warning."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from mpsbench.core import settings
 from mpsbench.measure.optional_torch import torch
 
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
-ALLOW_ENV = settings.ALLOW_FALLBACK  # on: combinations that fell back are timed
+ALLOW_ENV = settings.ALLOW_FALLBACK
 
 # MPSFallback.mm's warning since torch 1.12
 WARNING = re.compile(
@@ -39,7 +38,7 @@ class Recorder:
     once per text."""
 
     def __init__(self) -> None:
-        self.ops: list[str] = []  # distinct, in order
+        self.ops: list[str] = []
         self._catcher = warnings.catch_warnings(record=True)
 
     def __enter__(self) -> Recorder:
@@ -55,7 +54,7 @@ class Recorder:
         others: dict[str, warnings.WarningMessage] = {}
         for record in self._log:
             if names := ops_in(str(record.message)):
-                self.ops += [name for name in dict.fromkeys(names) if name not in self.ops]
+                self.ops = list(dict.fromkeys([*self.ops, *names]))
             else:
                 others.setdefault(f"{record.category.__name__}: {record.message}", record)
         for record in others.values():

@@ -21,7 +21,7 @@ from mpsbench.measure import (
 def _capacity_workload(
     kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT
 ) -> workloads.Workload:
-    # unguarded: time_step fails the same combinations
+    # unguarded: these report what a timing is refused for
     workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
     fallback.refuse(workload.label, workload.fallback_ops)
     return workload
@@ -71,7 +71,6 @@ INSTRUMENTS: dict[str, measured.Figure] = {
 
 def instruments(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     def prepare(device: str, model: str) -> workloads.Workload:
-        # unguarded: these report what a timing is refused for
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, guarded=False)
 
     return measured.measure(benchmark, keys, prepare, INSTRUMENTS)

@@ -1,4 +1,4 @@
-"""What the host says about itself, from the OS's own tools, each parsed by a pure function."""
+"""What the host says about itself, parsed from the OS's own tools."""
 
 from __future__ import annotations
 

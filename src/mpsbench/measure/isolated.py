@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    """The child died (a signal, or an exit without an answer)."""
+    pass
 
 
 def call(function: Callable[..., T], *args: Any) -> T:

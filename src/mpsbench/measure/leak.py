@@ -1,4 +1,4 @@
-"""Leaks: how fast the memory held after each step grows, in workloads and pytorch issues' loops."""
+"""How fast the memory held after each step grows, in workloads and pytorch issues' loops."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ def measure(workload: Workload, steps: int | None = None) -> float:
 PATTERN_PER = 1000  # iterations
 PATTERN_WARM_UP = 50  # several times every cycle below
 PATTERN_ITERATIONS = 300  # enough for a line through RSS noise
-SIZES = (32, 40, 48, 56, 64)  # image sides
-LENGTHS = (17, 33, 64, 100, 128)  # attention sequence lengths
+SIZES = (32, 40, 48, 56, 64)
+LENGTHS = (17, 33, 64, 100, 128)
 
 
 @dataclass(frozen=True)

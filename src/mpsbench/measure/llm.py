@@ -27,18 +27,19 @@ class Generation:
         ).to(device)
         self.fallback_ops: tuple[str, ...] = ()
 
+    def _next(self, **inputs: Any) -> tuple[torch.Tensor, Any]:
+        output = self.model(**inputs, use_cache=True)
+        return output.logits[:, -1:].argmax(-1), output.past_key_values
+
     def prefill(self) -> tuple[torch.Tensor, Any]:
         with torch.inference_mode():
-            output = self.model(input_ids=self.prompt, use_cache=True)
-            return output.logits[:, -1:].argmax(-1), output.past_key_values
+            return self._next(input_ids=self.prompt)
 
     def decode(self, token: torch.Tensor, cache: Any, count: int = NEW_TOKENS) -> torch.Tensor:
         tokens = []
         with torch.inference_mode():
             for _ in range(count):
-                output = self.model(input_ids=token, past_key_values=cache, use_cache=True)
-                cache = output.past_key_values
-                token = output.logits[:, -1:].argmax(-1)
+                token, cache = self._next(input_ids=token, past_key_values=cache)
                 tokens.append(token)
         return torch.cat(tokens, dim=1)
 

@@ -1,5 +1,4 @@
-"""Measure once per run, report per combination: a ``setup_cache`` measures, ``track_`` methods look
-the figures up."""
+"""Measure once per run, report per combination."""
 
 from __future__ import annotations
 
@@ -122,7 +121,7 @@ def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
     """asv's ``setup_cache`` for ``measure``, keyed by ``measure``'s line."""
 
     @functools.wraps(measure)
-    def setup_cache(*_: Any) -> Deferred:  # a class's benchmark instance, or nothing
+    def setup_cache(*_: Any) -> Deferred:
         return Deferred(setup_cache)
 
     return setup_cache
@@ -153,7 +152,7 @@ def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
 class Lookup:
     """A class whose ``track_`` methods look up a shared setup_cache's figures."""
 
-    kind: str  # its family in the readings
+    kind: str
     rounds = 1  # a second round would read the same cache again
     timeout = MEASURING_TIMEOUT
 

@@ -1,5 +1,4 @@
-"""Which combinations this run times, so asv starts no process for the rest; a device is left out
-only where this machine plainly lacks it."""
+"""Which combinations this run times, so asv starts no process for the rest."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from mpsbench.measure import devices, selection
 @dataclass(frozen=True)
 class Combination:
     name: str  # "benchmark_models.Training.time_step('cpu', 'mlp', 8)", or a bare name
-    reason: str | None  # why it is left out
+    reason: str | None
 
 
 def discover(benchmark_dir: Path) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Whether the machine is quiet enough to time, and whether a measured value was disturbed."""
+"""Whether the machine is quiet enough to time, and whether a value was disturbed."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from mpsbench.measure import host
 OTHERS_SHARE = 0.25  # of all cores
 SPREAD = 0.30  # interquartile range over median
 DRIFT = 0.25  # from the same build's recorded value
-BUSY_PERCENT = 25.0  # of a core: a process named busy
+BUSY_PERCENT = 25.0  # of a core
 WINDOW = 0.5  # seconds per reading
 POLL = 2.0  # seconds between readings while waiting
 FRESH = 5.0  # seconds an "after" reading stands for the next "before"
@@ -67,12 +67,10 @@ class State:
 
 
 def problems(state: State) -> dict[str, str]:
-    """Why values taken in ``state`` are doubtful, by kind."""
     found = {}
-    if state.others > OTHERS_SHARE * state.cores:
+    if state.others > (limit := OTHERS_SHARE * state.cores):
         found["load"] = (
-            f"other processes used {state.others:.1f} of {state.cores} cores"
-            f" (the limit: {OTHERS_SHARE * state.cores:.1f})"
+            f"other processes used {state.others:.1f} of {state.cores} cores (the limit: {limit:.1f})"
         )
     if state.battery:
         found["power"] = "on battery: a Mac throttles on battery; plug it in"
@@ -82,7 +80,7 @@ def problems(state: State) -> dict[str, str]:
 
 
 def _busy_seconds() -> float:
-    times = psutil.cpu_times()._asdict()  # Linux counts guest time inside user time too
+    times = psutil.cpu_times()._asdict()  # Linux counts guest time in user time
     idle = sum(times.get(key, 0.0) for key in ("idle", "iowait", "guest", "guest_nice"))
     return float(sum(times.values()) - idle)
 
@@ -102,7 +100,7 @@ def _used(processes: Sequence[Any]) -> float:
 
 
 def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -> State:
-    """The state over ``window`` seconds; ``own`` lists the processes not counted."""
+    """The state over ``window`` seconds, not counting ``own()``'s processes."""
     mine = own()
     busy, used, started = _busy_seconds(), _used(mine), time.monotonic()
     time.sleep(window)
@@ -133,8 +131,8 @@ def named(state: State) -> str:
 
 
 class Gate:
-    """Waits up to ``limit`` seconds for a quiet machine before each combination; after a wait
-    runs out, waits again only once a reading was quiet."""
+    """Before each combination, waits up to ``limit`` seconds for a quiet machine; after a wait
+    runs out, none until a quiet reading."""
 
     def __init__(
         self,
@@ -145,7 +143,7 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
-        self.reader = reader or read  # looked up now, so a stand-in counts
+        self.reader = reader or read
         self.last: tuple[float, State] | None = None
         self.ran_out = False
 
@@ -184,7 +182,7 @@ def spread(
     if samples is not None and len(samples) >= 4:
         q1, _, q3 = statistics.quantiles(samples, n=4)
         middle = statistics.median(samples)
-    elif stats and stats.get("q_25") is not None and stats.get("q_75") is not None:
+    elif stats and None not in (stats.get("q_25"), stats.get("q_75")):
         q1, q3, middle = float(stats["q_25"]), float(stats["q_75"]), value
     else:
         return None
@@ -202,10 +200,12 @@ def judge(
 ) -> dict[str, str]:
     """Why ``value`` looks disturbed, by kind; ``earlier``: the same build's recorded value; a wide
     spread that a ``first`` measurement agrees with is the benchmark's own."""
-    reasons: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
-            reasons.setdefault(kind, []).append(f"{text} {when}")
+            reasons[kind] = (
+                f"{reasons[kind]}; {text} {when}" if kind in reasons else f"{text} {when}"
+            )
     found = spread(value, stats, samples)
     agrees = first is not None and abs(value - first) <= max(DRIFT, found or 0.0) * abs(first)
     if found is not None and found > SPREAD and not agrees:
@@ -214,16 +214,16 @@ def judge(
             if first is None
             else f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
         )
-        reasons["spread"] = [
+        reasons["spread"] = (
             f"its samples spread {found:.0%} (interquartile range over median; the limit:"
             f" {SPREAD:.0%}){again}"
-        ]
+        )
     if earlier and abs(value - earlier) > DRIFT * abs(earlier):
-        reasons["drift"] = [
+        reasons["drift"] = (
             f"it is {value / earlier - 1:+.0%} from this machine's recorded {earlier:.4g} of the"
             f" same build (the limit: {DRIFT:.0%})"
-        ]
-    return {kind: "; ".join(texts) for kind, texts in reasons.items()}
+        )
+    return reasons
 
 
 def main(argv: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""asv's n/a with its reason: what skips a combination before anything is built."""
+"""asv's n/a with its reason, before anything is built."""
 
 from __future__ import annotations
 
