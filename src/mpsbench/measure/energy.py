@@ -81,7 +81,7 @@ IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon
 
 
 def _ioreport(device: str) -> Counter:
-    why = "needs zeus-apple-silicon (Apple's IOReport counters without sudo)"
+    why = "needs zeus-apple-silicon (IOReport without sudo)"
     zeus = _import("zeus_apple_silicon", f"{device} energy on macOS {why}")
     monitor, field = zeus.AppleEnergyMonitor(), IOREPORT_FIELDS[device]
 

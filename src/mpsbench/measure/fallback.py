@@ -65,6 +65,6 @@ def refuse(what: str, ops: Sequence[str]) -> None:
     if not ops or settings.flag(ALLOW_ENV):
         return
     raise FallbackError(
-        f"{what}: {len(ops)} op(s) fell back to the cpu during warm-up ({', '.join(ops)}),"
-        f" so its time is not a pure device number; set {ALLOW_ENV}=1 to time it anyway"
+        f"{what}: {len(ops)} op(s) fell back to the cpu during warm-up ({', '.join(ops)}):"
+        f" not a pure device time; set {ALLOW_ENV}=1 to time it anyway"
     )

@@ -18,8 +18,7 @@ NEW_TOKENS = models.LLAMA_GENERATION["new_tokens"]
 class Generation:
     def __init__(self, device: str, model: str = MODEL) -> None:
         self.device = devices.get(device)
-        self.spec = models.get(model)
-        self.model = workloads.resident(self.device, self.spec).eval()
+        self.model = workloads.resident(self.device, models.get(model)).eval()
         self.label = f"{model} generation on {device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
         generator = torch.Generator().manual_seed(models.SEED)
         self.prompt = torch.randint(

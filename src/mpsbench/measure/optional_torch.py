@@ -23,9 +23,6 @@ class _Lazy:
         module = sys.modules.get(self._name) or importlib.import_module(self._name)
         return getattr(module, attribute)
 
-    def __repr__(self) -> str:
-        return f"<{self._name}, imported at its first use>"
-
 
 def loaded() -> bool:
     return "torch" in sys.modules

@@ -79,7 +79,7 @@ def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[st
     runs = asv.matching(runs, bench) if bench else runs
     if not runs:
         raise UserError(
-            "no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
+            "no benchmark combination runs here with this MPSBENCH_DEVICES"
             + (f" and -b {' -b '.join(bench)}" if bench else "")
         )
     return runs

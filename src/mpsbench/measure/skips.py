@@ -54,10 +54,9 @@ def torch_lacks(exc: BaseException) -> bool:
 
 
 def compile_unsupported(device: str) -> str | None:
-    """Why this build cannot ``torch.compile`` for ``device`` here."""
     version = torch.__version__
     if precision.torch_version() < (2, 0) or not hasattr(torch, "compile"):
-        return f"torch {version} has no torch.compile (2.0 and later)"
+        return f"torch {version} has no torch.compile (2.0+)"
     dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
     if dynamo is not None and not dynamo():
         return f"torch {version}'s dynamo does not support this Python"
