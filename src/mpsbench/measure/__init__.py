@@ -1,1 +1,1 @@
-"""Measuring: devices, models, workloads, timing and guards."""
+"""Measuring: devices, models, workloads, timing, guards."""

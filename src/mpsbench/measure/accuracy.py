@@ -12,7 +12,7 @@ from mpsbench.measure.optional_torch import F, torch
 from mpsbench.measure.workloads import Workload
 
 _TINY = 1e-12  # for an all-zero reference
-CHECK_SAMPLES = 4  # a few judge the kernels
+CHECK_SAMPLES = 4
 
 
 class AccuracyError(RuntimeError):
@@ -69,7 +69,7 @@ _compared: weakref.WeakKeyDictionary[Workload, Comparison] = weakref.WeakKeyDict
 
 
 def verify(workload: Workload) -> Comparison:
-    """Compares once per workload (asv calls setup before every sample)."""
+    """Once per workload: asv calls setup before each sample."""
     if (found := _compared.get(workload)) is None:
         found = _compared[workload] = compare(workload)
     if not found.ok:

@@ -1,4 +1,4 @@
-"""``torch.compile`` (inductor) beside eager; the cold first warm-up step is the compile time."""
+"""``torch.compile`` (inductor) beside eager; the cold first step is the compile time."""
 
 from __future__ import annotations
 

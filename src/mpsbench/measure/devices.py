@@ -169,7 +169,7 @@ get = Device
 
 
 def present(name: str) -> bool:
-    """Whether this machine could have ``name`` at all, whatever torch is installed."""
+    """Whether this machine could have ``name``, whatever torch is installed."""
     device = get(name)
     if device is Device.CUDA:  # asking torch would import it
         return sys.platform != "darwin" and (
@@ -205,7 +205,7 @@ def peaks_over(
     readings = [device.memory()]
     step(lambda: readings.append(device.memory()))
     device.synchronize()
-    readings.append(device.memory())  # mps's driver may grow as the step ends
+    readings.append(device.memory())  # the mps driver may grow late
     if device is Device.CUDA:
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     return _most(found.current for found in readings), _most(found.driver for found in readings)

@@ -18,11 +18,11 @@ from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
 MIN_SECONDS = 1.0
-# a shorter step is paced by dispatch: its joules vary between short windows
+# dispatch paces shorter steps: joules vary between short windows
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10
 MAX_SECONDS = 10.0
-SETTLE_SECONDS = 0.25  # untimed: the board runs this workload as the window opens
+SETTLE_SECONDS = 0.25  # untimed: the board is busy as the window opens
 POWERCAP = Path("/sys/class/powercap")
 
 
@@ -125,7 +125,7 @@ def _rapl(root: Path) -> Counter:
     return Counter(f"RAPL package energy ({names})", joules, 0.001)
 
 
-@functools.cache  # a skip is not kept, so each combination says why
+@functools.cache  # skips are not kept: each combination says why
 def counter(device: str) -> Counter:
     skips.require_device(device)
     if device == "cuda":

@@ -34,8 +34,8 @@ def ops_in(message: str) -> list[str]:
 
 
 class Recorder:
-    """The ops that fall back inside it (autograd's threads' too); other warnings are re-emitted,
-    once per text."""
+    """The ops falling back inside it (autograd's threads' too); other warnings re-emitted once
+    per text."""
 
     def __init__(self) -> None:
         self.ops: list[str] = []
@@ -43,7 +43,7 @@ class Recorder:
 
     def __enter__(self) -> Recorder:
         self._warned_always = torch.is_warn_always_enabled()
-        torch.set_warn_always(True)  # the once-per-process warning fires for every op
+        torch.set_warn_always(True)  # else it warns once per process
         self._log = self._catcher.__enter__()
         warnings.simplefilter("always")
         return self

@@ -1,4 +1,4 @@
-"""The capacity figures and instruments a ``setup_cache`` reads per combination."""
+"""The capacity figures and instruments, per combination."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _capacity_workload(
     return workload
 
 
-# peak memory first, over a settled workload's step
+# peak memory first: a settled workload's step
 CAPACITY: dict[str, measured.Figure] = {
     "peak_memory": suite.peak_memory_mib,
     "throughput": suite.throughput,
@@ -60,7 +60,7 @@ def accuracy_error(workload: workloads.Workload) -> float:
     return accuracy.compare(workload).error
 
 
-# the leak after the one-step memory; accuracy's cpu copy last
+# the leak after one-step memory; accuracy's cpu copy last
 INSTRUMENTS: dict[str, measured.Figure] = {
     "fallback_ops": lambda workload: len(workload.fallback_ops),
     "driver_memory": driver_memory,

@@ -45,6 +45,6 @@ def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, 
         answer = (False, exc)
     try:
         sending.send(answer)
-    except Exception:  # an exception that does not pickle
+    except Exception:  # an unpicklable exception
         what = f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}"
         sending.send((False, RuntimeError(what)))

@@ -12,7 +12,8 @@ from mpsbench.measure import devices, measured, models, skips
 from mpsbench.measure.optional_torch import F, nn, torch
 from mpsbench.measure.workloads import Workload
 
-STEPS_SMALL = 200  # milliseconds a step even on a cpu
+Step = Callable[[], object]
+STEPS_SMALL = 200  # ms a step even on a cpu
 STEPS_LARGE = 50  # about a second a step
 PER = 100  # steps
 
@@ -37,14 +38,14 @@ def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
     return statistics.linear_regression(range(len(readings)), readings).slope * PER / devices.MIB
 
 
-def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
+def record(step: Step, device: str, steps: int) -> list[int]:
     gc.collect()  # warm-up's garbage is not growth
     synchronize = devices.get(device).synchronize
     synchronize()
     readings = []
     for _ in range(steps):
         step()
-        synchronize()  # freed buffers return once the device is done with them
+        synchronize()  # buffers are freed once the device is done
         readings.append(reading(device))
     return readings
 
@@ -55,7 +56,7 @@ def measure(workload: Workload, steps: int | None = None) -> float:
 
 
 PATTERN_PER = 1000  # iterations
-PATTERN_WARM_UP = 50  # several times every cycle below
+PATTERN_WARM_UP = 50  # a few cycles below
 PATTERN_ITERATIONS = 300  # enough for a line through RSS noise
 SIZES = (32, 40, 48, 56, 64)
 LENGTHS = (17, 33, 64, 100, 128)
@@ -65,7 +66,7 @@ LENGTHS = (17, 33, 64, 100, 128)
 class Pattern:
     name: str
     issue: str
-    make: Callable[[str], Callable[[], object]]  # device -> one iteration
+    make: Callable[[str], Step]
     min_torch: tuple[int, int] = (1, 12)
 
 
@@ -73,7 +74,7 @@ def _seeded() -> torch.Generator:
     return torch.Generator().manual_seed(models.SEED)
 
 
-def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[], object]:
+def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Step:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step() -> object:
@@ -86,7 +87,7 @@ def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[]
     return step
 
 
-def _lstm(device: str) -> Callable[[], object]:
+def _lstm(device: str) -> Step:
     gen = _seeded()
     lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True).to(device)
     head = nn.Linear(128, 10).to(device)
@@ -98,7 +99,7 @@ def _lstm(device: str) -> Callable[[], object]:
     )
 
 
-def _varying_sizes(device: str) -> Callable[[], object]:
+def _varying_sizes(device: str) -> Step:
     gen = _seeded()
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1),
@@ -115,7 +116,7 @@ def _varying_sizes(device: str) -> Callable[[], object]:
     return _sgd_step(model, lambda: F.cross_entropy(model(next(cycle)), target))
 
 
-def _maxpool(device: str) -> Callable[[], object]:
+def _maxpool(device: str) -> Step:
     pool = nn.MaxPool2d(2)
     gen = _seeded()
     x = torch.randn(8, 16, 64, 64, generator=gen).to(device).requires_grad_(True)
@@ -128,7 +129,7 @@ def _maxpool(device: str) -> Callable[[], object]:
     return step
 
 
-def _varying_sdpa(device: str) -> Callable[[], object]:
+def _varying_sdpa(device: str) -> Step:
     gen = _seeded()
     cycle = itertools.cycle(
         [torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS]

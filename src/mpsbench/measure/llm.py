@@ -1,5 +1,4 @@
-"""The small Llama's greedy generation with a KV cache, never stopping early: the same work on
-every build."""
+"""The small Llama's greedy generation with a KV cache, never stopping early."""
 
 from __future__ import annotations
 

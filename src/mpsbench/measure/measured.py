@@ -153,7 +153,7 @@ class Lookup:
     """A class whose ``track_`` methods look up a shared setup_cache's figures."""
 
     kind: str
-    rounds = 1  # a second round would read the same cache again
+    rounds = 1  # a second would read the same cache
     timeout = MEASURING_TIMEOUT
 
 
@@ -171,21 +171,20 @@ class PeakMemory(Lookup):
     track_peak_memory = track(
         "peak_memory",
         "MiB",
-        "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step).",
+        "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample).",
     )
+
+
+MeasureKind = Callable[[str, str, list[Key]], Table]
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
 
 
-def kind_families(
-    measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
-) -> dict[str, Callable[[], Any]]:
+def kind_families(measure_kind: MeasureKind, *benchmarks: Any) -> dict[str, Callable[[], Any]]:
     return {b.kind: of(b, functools.partial(measure_kind, b.kind)) for b in benchmarks}
 
 
-def measure_kinds(
-    measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
-) -> dict[str, Any]:
+def measure_kinds(measure_kind: MeasureKind, *benchmarks: Any) -> dict[str, Any]:
     return measure_families(kind_families(measure_kind, *benchmarks))

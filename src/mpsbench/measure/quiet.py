@@ -45,7 +45,7 @@ def accept_busy() -> bool:
 @dataclass(frozen=True)
 class State:
     cores: int
-    others: float  # cores' worth used by other processes
+    others: float  # cores' worth, by other processes
     load: float | None  # kept, not judged
     battery: bool | None = None
     thermal: str | None = None
@@ -55,7 +55,6 @@ class State:
 
     @classmethod
     def of(cls, event: Mapping[str, Any], suffix: str = "") -> State | None:
-        """The state :meth:`fields` wrote into ``event``, if any."""
         try:
             return cls(
                 int(event[f"cores{suffix}"]),
@@ -100,7 +99,7 @@ def _used(processes: Sequence[Any]) -> float:
 
 
 def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -> State:
-    """The state over ``window`` seconds, not counting ``own()``'s processes."""
+    """The state over ``window`` seconds, less ``own()``'s processes."""
     mine = own()
     busy, used, started = _busy_seconds(), _used(mine), time.monotonic()
     time.sleep(window)
@@ -144,19 +143,13 @@ class Gate:
     ) -> None:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
         self.reader = reader or read
-        self.last: tuple[float, State] | None = None
+        self.last: tuple[float, State] | None = None  # quiet, after a combination
         self.ran_out = False
 
     def before(self, name: str) -> dict[str, Any]:
-        """The state before ``name`` as event fields, with ``waited``."""
-        if (
-            self.last is not None
-            and self.clock() - self.last[0] <= FRESH
-            and not problems(self.last[1])
-        ):
-            state = self.last[1]
-        else:
-            state = self.reader(WINDOW)
+        """Fields of the state before ``name``, with ``waited``."""
+        last = self.last
+        state = last[1] if last and self.clock() - last[0] <= FRESH else self.reader(WINDOW)
         started = self.clock()
         if problems(state) and not self.ran_out and self.limit > 0:
             self.say(
@@ -171,7 +164,7 @@ class Gate:
 
     def after(self) -> dict[str, Any]:
         state = self.reader(WINDOW)
-        self.last = (self.clock(), state)
+        self.last = None if problems(state) else (self.clock(), state)
         return state.fields("_after")
 
 
@@ -198,8 +191,8 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` looks disturbed, by kind; ``earlier``: the same build's recorded value; a wide
-    spread that a ``first`` measurement agrees with is the benchmark's own."""
+    """Why ``value`` looks disturbed, by kind; a wide spread that a ``first`` measurement agrees
+    with is the benchmark's own."""
     reasons: dict[str, str] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
@@ -230,7 +223,7 @@ def main(argv: list[str]) -> None:
     asv_saving.main(argv, gate=Gate(0 if accept_busy() else wait_seconds()))
 
 
-if __name__ == "__main__":  # the imported module's Gate, not this copy's
+if __name__ == "__main__":  # the imported module, not this copy
     from mpsbench.measure import quiet
 
     quiet.main(sys.argv[1:])

@@ -9,7 +9,7 @@ from mpsbench.core.asv_internals import SkipNotImplemented as SkipNotImplemented
 from mpsbench.measure import devices, precision, selection
 from mpsbench.measure.optional_torch import torch
 
-CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend looks for
+CXX_CANDIDATES = ("g++", "clang++", "c++")  # inductor's cpu backend's
 # torch's words for an op or dtype a device lacks
 LACKING = (
     "not implemented for",

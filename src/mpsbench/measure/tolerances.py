@@ -8,7 +8,7 @@ import re
 TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
 DTYPES: tuple[str, ...] = tuple(TOLERANCES)
 ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|
-DIFFERENCE_UNIT = "relative difference"  # of two identical calls: not 0 is nondeterminism
+DIFFERENCE_UNIT = "relative difference"  # two identical calls': not 0 is nondeterminism
 
 # reported patterns, in the dtypes their issues showed wrong
 REPORTED: dict[str, tuple[str, ...]] = {
