@@ -37,8 +37,7 @@ class Comparison:
 def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     """``max|result - reference| / max|reference|``; infinity if ``result`` is not finite."""
     # mps cannot cast to float64
-    result = result.detach().cpu().to(torch.float64)
-    reference = reference.detach().cpu().to(torch.float64)
+    result, reference = (tensor.detach().cpu().to(torch.float64) for tensor in (result, reference))
     if result.shape != reference.shape:
         raise AccuracyError(
             f"shape {tuple(result.shape)} differs from the cpu's {tuple(reference.shape)}"

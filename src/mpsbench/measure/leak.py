@@ -51,8 +51,8 @@ def record(step: Step, device: str, steps: int) -> list[int]:
 
 
 def measure(workload: Workload, steps: int | None = None) -> float:
-    steps = steps or steps_for(workload)
-    return slope_mib_per_100_steps(record(workload.step, workload.device, steps))
+    readings = record(workload.step, workload.device, steps or steps_for(workload))
+    return slope_mib_per_100_steps(readings)
 
 
 PATTERN_PER = 1000  # iterations
