@@ -1,1 +1,1 @@
-"""Measuring: devices, models, workloads, timing, guards."""
+"""Measuring: devices, models, workloads, timing."""

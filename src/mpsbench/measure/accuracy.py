@@ -1,4 +1,4 @@
-"""A device's output and loss must agree with a float32 cpu copy's: mps has been silently wrong."""
+"""A device's output and loss against a float32 cpu copy's: mps has been silently wrong."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ CHECK_SAMPLES = 4
 
 
 class AccuracyError(RuntimeError):
-    pass
+    """Results off the cpu's."""
 
 
 @dataclass(frozen=True)

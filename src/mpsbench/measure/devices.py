@@ -1,4 +1,4 @@
-"""Each device: usable here or not, sync, memory, seed; every ``torch.mps`` call guarded."""
+"""Each device: usable or not, sync, memory, seed; every ``torch.mps`` call guarded."""
 
 from __future__ import annotations
 
@@ -109,8 +109,8 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside makes its weights: cuda's GPU (fast), else the cpu (mps
-        lacks some initializers)."""
+        """Where a model built inside makes its weights: cuda's GPU, else the cpu (mps lacks some
+        initializers)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()

@@ -166,7 +166,7 @@ def measure(
     min_updates: int = MIN_UPDATES,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
-    """Calls ``run`` untimed for ``settle_seconds``, then until enough time and updates."""
+    """``run`` untimed for ``settle_seconds``, then until enough time and updates."""
     poller = _Poller(found)
     poller.start()
     try:

@@ -22,7 +22,7 @@ WARNING = re.compile(
 
 
 class FallbackError(RuntimeError):
-    pass
+    """Ops fell back to the cpu."""
 
 
 def enabled() -> bool:

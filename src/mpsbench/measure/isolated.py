@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    pass
+    """Died without an answer: a signal or an exit."""
 
 
 def call(function: Callable[..., T], *args: Any) -> T:

@@ -23,7 +23,7 @@ def steps_for(workload: Workload) -> int:
 
 
 def reading(device: str) -> int:
-    """Bytes held now (cpu: the process RSS, no stand-in for mps's Metal heaps); else a skip."""
+    """Bytes held now (cpu: RSS, no stand-in for mps's heaps), else a skip."""
     found = devices.get(device)
     if (current := found.memory().current) is None:
         raise skips.SkipNotImplemented(

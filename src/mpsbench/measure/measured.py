@@ -99,8 +99,7 @@ MEASURING_TIMEOUT = 6 * 3600  # any lookup may measure the whole sweep
 
 @dataclass(frozen=True)
 class Deferred:
-    """A setup_cache's result; the first lookup measures, as asv's setup_cache process would
-    import torch again."""
+    """A setup_cache's result; the first lookup measures (asv's process would import torch again)."""
 
     setup_cache: Callable[..., Any]  # module-level, pickled by name
 
@@ -128,7 +127,7 @@ def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings or failed :class:`Outcome`: one family's bug costs no other."""
+    """Each family's readings or failed :class:`Outcome`: a bug costs one family."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:

@@ -1,5 +1,5 @@
 """torch imported at first use, else a stand-in saying it is missing (a LazyLoader breaks
-submodule imports on Python 3.12)."""
+Python 3.12's submodule imports)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def discover(benchmark_dir: Path) -> list[Any]:
         )
 
     def suite_modules() -> list[str]:
-        return [name for name in sys.modules if (name + ".").startswith(root.name + ".")]
+        return [name for name in sys.modules if name.partition(".")[0] == root.name]
 
     saved = {name: sys.modules.pop(name) for name in suite_modules()}
     sys.path.insert(0, str(root.parent))

@@ -130,8 +130,8 @@ def named(state: State) -> str:
 
 
 class Gate:
-    """Before each combination, waits up to ``limit`` seconds for a quiet machine; after a wait
-    runs out, none until a quiet reading."""
+    """Waits up to ``limit`` seconds for a quiet machine before each combination, once per busy
+    spell."""
 
     def __init__(
         self,

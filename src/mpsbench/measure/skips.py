@@ -47,7 +47,7 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
 
 
 def torch_lacks(exc: BaseException) -> bool:
-    """Whether ``exc`` is torch refusing an op or dtype here: n/a, not a wrong result."""
+    """Whether torch refused an op or dtype here: n/a, not a wrong result."""
     return isinstance(exc, NotImplementedError) or (
         isinstance(exc, (RuntimeError, TypeError)) and any(w in str(exc).lower() for w in LACKING)
     )
