@@ -219,11 +219,7 @@ def judge(
     return reasons
 
 
-def main(argv: list[str]) -> None:
-    asv_saving.main(argv, gate=Gate(0 if accept_busy() else wait_seconds()))
-
-
 if __name__ == "__main__":  # the imported module, not this copy
     from mpsbench.measure import quiet
 
-    quiet.main(sys.argv[1:])
+    asv_saving.main(sys.argv[1:], gate=quiet.Gate(0 if accept_busy() else wait_seconds()))
