@@ -19,9 +19,11 @@ class Generation:
         self.device = devices.get(device)
         self.model = workloads.resident(self.device, models.get(model)).eval()
         self.label = f"{model} generation on {device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
-        generator = torch.Generator().manual_seed(models.SEED)
         self.prompt = torch.randint(
-            0, models.LLAMA_CONFIG["vocab_size"], (BATCH, PROMPT_TOKENS), generator=generator
+            0,
+            models.LLAMA_CONFIG["vocab_size"],
+            (BATCH, PROMPT_TOKENS),
+            generator=torch.Generator().manual_seed(models.SEED),
         ).to(device)
         self.fallback_ops: tuple[str, ...] = ()
 
