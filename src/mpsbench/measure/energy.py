@@ -153,9 +153,6 @@ class _Poller(threading.Thread):
         except BaseException as exc:  # raised in the measuring thread
             self.error = exc
 
-    def since(self, start: float) -> list[tuple[float, float]]:
-        return [update for update in self.updates[1:] if update[0] > start]
-
 
 def measure(
     run: Callable[[], Any],
@@ -182,7 +179,8 @@ def measure(
             min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
         calls = 0
         while end - begin < MAX_SECONDS and (
-            end - begin < min_seconds or len(poller.since(begin)) < min_updates
+            end - begin < min_seconds
+            or sum(when > begin for when, _ in poller.updates) < min_updates
         ):
             run()
             synchronize()

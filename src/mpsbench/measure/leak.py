@@ -118,8 +118,7 @@ def _varying_sizes(device: str) -> Step:
 
 def _maxpool(device: str) -> Step:
     pool = nn.MaxPool2d(2)
-    gen = _seeded()
-    x = torch.randn(8, 16, 64, 64, generator=gen).to(device).requires_grad_(True)
+    x = torch.randn(8, 16, 64, 64, generator=_seeded()).to(device).requires_grad_(True)
 
     def step() -> object:
         x.grad = None
