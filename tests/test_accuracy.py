@@ -103,7 +103,7 @@ def wrong_device(monkeypatch):
 def test_wrong_results_fail_the_timing_with_the_measured_error(wrong_device):
     expected = (
         r"mlp inference on cpu at batch 8 \(float32\) disagrees with the cpu: logits error 0\.3,"
-        r" loss error [\d.e-]+ \(relative\), tolerance 0\.01; a device that computes wrong results is not timed"
+        r" loss error [\d.e-]+ \(relative\), tolerance 0\.01; a device computing wrong results is not timed"
     )
     with pytest.raises(accuracy.AccuracyError, match=expected):
         suite.prepare("inference", "cpu", "mlp", 8)

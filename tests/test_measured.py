@@ -177,7 +177,7 @@ def test_a_lookup_after_one_that_died_measuring_fails_with_the_reason_and_does_n
     with pytest.raises(
         RuntimeError,
         match=r"^an earlier lookup began _stand_in_measuring in .* and did not finish"
-        r" \(it crashed or reached its timeout\): its output says why$",
+        r" \(a crash or its timeout\): its output says why$",
     ):
         measured.family(_stand_in_measuring(), "training")
     assert MEASURED == []

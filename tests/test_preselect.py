@@ -281,7 +281,7 @@ def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_sui
     assert done.returncode == 2
     assert done.stderr == (
         f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's"
-        " benchmark folder, the one holding its __init__.py (benchmarks in this checkout)\n"
+        " benchmark folder (benchmarks in this checkout)\n"
     )
 
 

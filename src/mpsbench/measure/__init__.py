@@ -1,1 +1,1 @@
-"""Measuring: devices, models, workloads, timing, guards and the benchmark families' logic."""
+"""Measuring: devices, models, workloads, timing."""

@@ -1,5 +1,4 @@
-"""A device's forward output and loss must agree with a float32 cpu copy: mps kernels have
-returned wrong numbers without an error."""
+"""A device's output and loss against a float32 cpu copy's: mps has been silently wrong."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ from mpsbench.measure import devices, models, tolerances
 from mpsbench.measure.optional_torch import F, torch
 from mpsbench.measure.workloads import Workload
 
-_TINY = 1e-12  # keeps the relative error finite for an all-zero reference
-CHECK_SAMPLES = 4  # samples are independent in eval mode: a few judge the kernels
+_TINY = 1e-12  # for an all-zero reference
+CHECK_SAMPLES = 4
 
 
 class AccuracyError(RuntimeError):
@@ -37,9 +36,8 @@ class Comparison:
 
 def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     """``max|result - reference| / max|reference|``; infinity if ``result`` is not finite."""
-    # to the cpu first: mps cannot cast to float64
-    result = result.detach().cpu().to(torch.float64)
-    reference = reference.detach().cpu().to(torch.float64)
+    # mps cannot cast to float64
+    result, reference = (tensor.detach().cpu().to(torch.float64) for tensor in (result, reference))
     if result.shape != reference.shape:
         raise AccuracyError(
             f"shape {tuple(result.shape)} differs from the cpu's {tuple(reference.shape)}"
@@ -70,15 +68,14 @@ _compared: weakref.WeakKeyDictionary[Workload, Comparison] = weakref.WeakKeyDict
 
 
 def verify(workload: Workload) -> Comparison:
-    """Compares once per workload (asv calls setup before every sample)."""
-    found = _compared.get(workload)
-    if found is None:
+    """Once per workload: asv calls setup before each sample."""
+    if (found := _compared.get(workload)) is None:
         found = _compared[workload] = compare(workload)
     if not found.ok:
         raise AccuracyError(
             f"{workload.label} disagrees with the cpu: logits error {found.logits_error:.3g},"
             f" loss error {found.loss_error:.3g} (relative), tolerance {found.tolerance:g};"
-            " a device that computes wrong results is not timed"
+            " a device computing wrong results is not timed"
         )
     return found
 

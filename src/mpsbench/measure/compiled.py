@@ -1,5 +1,4 @@
-"""``torch.compile`` (inductor) beside eager; the first warm-up step, cold in every process, is the
-compile time."""
+"""``torch.compile`` (inductor) beside eager; the cold first step is the compile time."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import tempfile
 from mpsbench.core import errors
 from mpsbench.measure import models, skips, suite, workloads
 
-# The frozen BERT differs from bert_base in its optimizer only.
+# the frozen BERT compiles as bert_base
 TRAINING_NAMES: tuple[str, ...] = tuple(
     name for name, spec in models.REGISTRY.items() if spec.trains and name != "bert_base_frozen"
 )
@@ -20,7 +19,7 @@ INFERENCE_NAMES: tuple[str, ...] = tuple(
 
 
 def cold_caches() -> str:
-    """Points inductor's and triton's caches at a new empty folder: later compiles are cold."""
+    """Points inductor's and triton's caches at a new empty folder."""
     folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         os.environ[name] = os.path.join(folder, name.lower())

@@ -1,5 +1,4 @@
-"""Everything the suite knows about a device: usable here or not, sync, memory, seed. Every
-``torch.mps`` call is guarded; a device is usable only once a real op succeeds on it."""
+"""Each device: usable or not, sync, memory, seed; every ``torch.mps`` call guarded."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from mpsbench.core import errors
+from mpsbench.core import errors, settings
 from mpsbench.measure import optional_torch
 from mpsbench.measure.optional_torch import torch
 
@@ -27,15 +26,13 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Availability:
     usable: bool
-    reason: str  # what was found, or why it is unusable
+    reason: str
 
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Bytes held on a device; None where it cannot say."""
-
-    current: int | None  # tensors alive (cpu: the process's RSS)
-    driver: int | None = None  # mps only: what the Metal driver holds
+    current: int | None  # cpu: the process's RSS
+    driver: int | None = None  # mps only
 
 
 def rss() -> int | None:
@@ -43,11 +40,9 @@ def rss() -> int | None:
         import psutil
 
         return int(psutil.Process().memory_info().rss)
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return None
 
 
 def _mps(name: str) -> Any:
@@ -55,26 +50,25 @@ def _mps(name: str) -> Any:
 
 
 def _mps_missing() -> str | None:
-    backend = getattr(getattr(torch, "backends", None), "mps", None)
+    backend = getattr(torch.backends, "mps", None)
     if backend is None:
-        return f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
+        return f"torch {torch.__version__} has no MPS backend (1.12+)"
     if not backend.is_built():
         return f"torch {torch.__version__} was built without MPS"
     if backend.is_available():
         return None
     if sys.platform != "darwin":
         return f"MPS needs macOS on Apple silicon; this is {sys.platform}"
-    return "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
+    return "MPS is built but unavailable (needs macOS 12.3+ on Apple silicon)"
 
 
 class Device(str, enum.Enum):
-    """One device and its plumbing; a ``str``, so torch takes it as a device name."""
+    """A ``str``, so torch takes it as a device name."""
 
     CPU = "cpu"
     MPS = "mps"
     CUDA = "cuda"
 
-    # "mps", never "Device.MPS", in messages
     __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod
@@ -90,11 +84,14 @@ class Device(str, enum.Enum):
         if self is Device.CPU:
             return None
         if self is Device.CUDA and not torch.cuda.is_available():
-            built = torch.version.cuda is not None
-            return "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
+            return (
+                "no CUDA device found"
+                if torch.version.cuda
+                else f"torch {torch.__version__} has no CUDA"
+            )
         if self is Device.MPS and (missing := _mps_missing()):
             return missing
-        try:  # a read-back proves the op ran: some hosted Macs report mps, then fail
+        try:  # some hosted Macs report mps, then fail
             total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
         except Exception as exc:
             return f"{self} reported available but a first op failed: {errors.first_line(exc)}"
@@ -112,8 +109,8 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside creates its weights: cuda's GPU (torch 2.0+; the cpu takes
-        seconds), else the cpu (an initializer mps lacks would fail)."""
+        """Where a model built inside makes its weights: cuda's GPU, else the cpu (mps lacks some
+        initializers)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()
@@ -138,7 +135,7 @@ class Device(str, enum.Enum):
 
     def no_reading_reason(self) -> str:
         if self is Device.CPU:
-            return f"the process's resident memory is unreadable on {sys.platform} without psutil (not importable here)"
+            return f"the process's memory is unreadable on {sys.platform} without psutil"
         return f"torch {torch.__version__} keeps no {self} memory counters"
 
     def empty_cache(self) -> None:
@@ -152,7 +149,7 @@ class Device(str, enum.Enum):
 
 
 class OneSlot(Generic[T]):
-    """One built thing per process: a new key drops the old one first, emptying the cache."""
+    """One built thing per process; a new key frees the old one first."""
 
     key: Hashable | None = None
     value: T | None = None
@@ -172,10 +169,9 @@ get = Device
 
 
 def present(name: str) -> bool:
-    """Whether this machine could have ``name`` at all, whatever torch is installed; no GPU touched."""
+    """Whether this machine could have ``name``, whatever torch is installed."""
     device = get(name)
-    if device is Device.CUDA:
-        # the NVIDIA driver's node: asking torch would import it in every lookup process
+    if device is Device.CUDA:  # asking torch would import it
         return sys.platform != "darwin" and (
             os.path.exists("/dev/nvidiactl")
             or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
@@ -201,15 +197,15 @@ def usable_gpu() -> Device | None:
 def peaks_over(
     device: Device, step: Callable[[Callable[[], None]], object]
 ) -> tuple[int | None, int | None]:
-    """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown. mps
-    (no peak counter) and the cpu (max RSS keeps earlier peaks) read at each ``probe()``."""
+    """Peak bytes allocated and held by the driver over ``step(probe)``; without a peak counter,
+    each ``probe()`` reads."""
     device.synchronize()
     if device is Device.CUDA:
         torch.cuda.reset_peak_memory_stats()
     readings = [device.memory()]
     step(lambda: readings.append(device.memory()))
     device.synchronize()
-    readings.append(device.memory())  # mps frees late: the driver may grow as the step ends
+    readings.append(device.memory())  # the mps driver may grow late
     if device is Device.CUDA:
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     return _most(found.current for found in readings), _most(found.driver for found in readings)
@@ -219,12 +215,11 @@ def _most(values: Iterable[int | None]) -> int | None:
     return max((value for value in values if value is not None), default=None)
 
 
-MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read when mps first allocates
+MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
 
 
 def mps_high_watermark_ratio() -> float | None:
-    """The mps allocator's limit as a fraction of the working set; None: torch's default."""
-    if not (text := os.environ.get(MPS_WATERMARK_ENV, "").strip()):
+    if not (text := settings.text(MPS_WATERMARK_ENV)):
         return None
     try:
         return float(text)
@@ -236,7 +231,6 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
-# the host allocator's words (torch 2.x, then 1.x), and everyone's
 OUT_OF_MEMORY = (
     "DefaultCPUAllocator: can't allocate memory",
     "DefaultCPUAllocator: not enough memory",
@@ -245,7 +239,7 @@ OUT_OF_MEMORY = (
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """The suite's one out-of-memory check; cuda's is a RuntimeError before torch 1.13."""
     if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
+    # cuda's too before torch 1.13
     return isinstance(exc, RuntimeError) and any(words in str(exc) for words in OUT_OF_MEMORY)

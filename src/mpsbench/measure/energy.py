@@ -1,5 +1,4 @@
-"""Energy per step from a device's cumulative energy counter (NVML, macOS's IOReport, Linux's RAPL)
-polled while steps run; without a readable counter the row skips with the reason, never estimates."""
+"""Energy per step from a device's cumulative energy counter, polled while steps run."""
 
 from __future__ import annotations
 
@@ -19,11 +18,11 @@ from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
 MIN_SECONDS = 1.0
-# a shorter step is paced by the host's dispatch: its joules vary between short windows
+# dispatch paces shorter steps: joules vary between short windows
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10
-MAX_SECONDS = 10.0  # a slower counter reads with the updates it has (two at least)
-SETTLE_SECONDS = 0.25  # untimed steps first: the board runs this workload when the window opens
+MAX_SECONDS = 10.0
+SETTLE_SECONDS = 0.25  # untimed: the board is busy as the window opens
 POWERCAP = Path("/sys/class/powercap")
 
 
@@ -37,7 +36,7 @@ class Counter:
 @dataclass(frozen=True)
 class Reading:
     joules_per_step: float
-    watts: float  # between the first and last update inside the steps
+    watts: float  # first to last update inside the steps
     steps: int
     seconds: float
     updates: int
@@ -64,7 +63,7 @@ def _nvml() -> Counter:
     return Counter(
         f"NVML total energy of {name}",
         lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,  # millijoules
-        0.002,  # well inside the counter's update interval
+        0.002,
     )
 
 
@@ -78,11 +77,11 @@ def _nvml_handle(pynvml: Any) -> Any:
     return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
-IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's field names
+IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's names
 
 
 def _ioreport(device: str) -> Counter:
-    why = "needs zeus-apple-silicon (Apple's IOReport counters without sudo)"
+    why = "needs zeus-apple-silicon (IOReport without sudo)"
     zeus = _import("zeus_apple_silicon", f"{device} energy on macOS {why}")
     monitor, field = zeus.AppleEnergyMonitor(), IOREPORT_FIELDS[device]
 
@@ -111,9 +110,9 @@ def _rapl(root: Path) -> Counter:
         last = [int((zone / "energy_uj").read_text()) for zone in zones]
     except PermissionError:
         raise skips.SkipNotImplemented(
-            f"RAPL's energy_uj under {root} is readable by root only (Linux 5.10 and later, since CVE-2020-8694)"
+            f"RAPL's energy_uj under {root} is readable by root only (Linux 5.10+)"
         ) from None
-    total = [0]  # microjoules since the first reading, wrap-arounds undone
+    total = [0]  # microjoules, wrap-arounds undone
 
     def joules() -> float:
         for index, zone in enumerate(zones):
@@ -126,9 +125,8 @@ def _rapl(root: Path) -> Counter:
     return Counter(f"RAPL package energy ({names})", joules, 0.001)
 
 
-@functools.cache  # a skip is not kept, so each combination says why
+@functools.cache  # skips are not kept: each combination says why
 def counter(device: str) -> Counter:
-    """The energy counter of ``device`` here; a skip with the reason where there is none."""
     skips.require_device(device)
     if device == "cuda":
         return _nvml()
@@ -140,8 +138,6 @@ def counter(device: str) -> Counter:
 
 
 class _Poller(threading.Thread):
-    """Keeps (time, joules) at each change of the counter, read every ``poll_seconds``."""
-
     def __init__(self, found: Counter) -> None:
         super().__init__(daemon=True)
         self.counter, self.updates = found, [(time.perf_counter(), found.joules())]
@@ -154,11 +150,8 @@ class _Poller(threading.Thread):
                 value = self.counter.joules()
                 if value != self.updates[-1][1]:
                     self.updates.append((time.perf_counter(), value))
-        except BaseException as exc:  # re-raised in the measuring thread
+        except BaseException as exc:  # raised in the measuring thread
             self.error = exc
-
-    def since(self, start: float) -> list[tuple[float, float]]:
-        return [update for update in self.updates[1:] if update[0] > start]
 
 
 def measure(
@@ -170,8 +163,7 @@ def measure(
     min_updates: int = MIN_UPDATES,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
-    """Calls ``run`` (synchronized) untimed for ``settle_seconds``, then until enough updates
-    and time have passed."""
+    """``run`` untimed for ``settle_seconds``, then until enough time and updates."""
     poller = _Poller(found)
     poller.start()
     try:
@@ -187,7 +179,8 @@ def measure(
             min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
         calls = 0
         while end - begin < MAX_SECONDS and (
-            end - begin < min_seconds or len(poller.since(begin)) < min_updates
+            end - begin < min_seconds
+            or sum(when > begin for when, _ in poller.updates) < min_updates
         ):
             run()
             synchronize()
@@ -204,7 +197,7 @@ def measure(
 def reading(
     what: str, updates: list[tuple[float, float]], begin: float, end: float, steps: int
 ) -> Reading:
-    """Power from the first to the last counter update inside [begin, end], per step."""
+    """Power from the first to the last update inside [begin, end], per step."""
     inside = [update for update in updates if begin < update[0] <= end]
     if len(inside) < 2:
         raise skips.SkipNotImplemented(
@@ -216,7 +209,6 @@ def reading(
 
 
 def joules_per_step(workload: Any) -> float:
-    steps = workload.spec.steps_per_call
+    steps, device = workload.spec.steps_per_call, workload.device
     run = functools.partial(workload.run, steps)
-    found = counter(workload.device)
-    return measure(run, workload.device.synchronize, found, steps).joules_per_step
+    return measure(run, device.synchronize, counter(device), steps).joules_per_step

@@ -1,5 +1,4 @@
-"""Which ops silently ran on the cpu instead of mps (``PYTORCH_ENABLE_MPS_FALLBACK=1``), from
-PyTorch's own warning."""
+"""Which ops fell back from mps to the cpu, from PyTorch's warning."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from mpsbench.core import settings
 from mpsbench.measure.optional_torch import torch
 
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
-ALLOW_ENV = settings.ALLOW_FALLBACK  # ours: on, combinations that fell back are timed
+ALLOW_ENV = settings.ALLOW_FALLBACK
 
 # MPSFallback.mm's warning since torch 1.12
 WARNING = re.compile(
@@ -35,16 +34,16 @@ def ops_in(message: str) -> list[str]:
 
 
 class Recorder:
-    """Records the ops that fall back to the cpu inside it (autograd's threads' too); other
-    warnings are re-emitted on exit, once per text."""
+    """The ops falling back inside it (autograd's threads' too); other warnings re-emitted once
+    per text."""
 
     def __init__(self) -> None:
-        self.ops: list[str] = []  # distinct, in the order they first fell back
+        self.ops: list[str] = []
         self._catcher = warnings.catch_warnings(record=True)
 
     def __enter__(self) -> Recorder:
         self._warned_always = torch.is_warn_always_enabled()
-        torch.set_warn_always(True)  # the once-per-process warning fires for every op
+        torch.set_warn_always(True)  # else it warns once per process
         self._log = self._catcher.__enter__()
         warnings.simplefilter("always")
         return self
@@ -55,7 +54,7 @@ class Recorder:
         others: dict[str, warnings.WarningMessage] = {}
         for record in self._log:
             if names := ops_in(str(record.message)):
-                self.ops += [name for name in dict.fromkeys(names) if name not in self.ops]
+                self.ops = list(dict.fromkeys([*self.ops, *names]))
             else:
                 others.setdefault(f"{record.category.__name__}: {record.message}", record)
         for record in others.values():
@@ -66,6 +65,6 @@ def refuse(what: str, ops: Sequence[str]) -> None:
     if not ops or settings.flag(ALLOW_ENV):
         return
     raise FallbackError(
-        f"{what}: {len(ops)} op(s) fell back to the cpu during warm-up ({', '.join(ops)}),"
-        f" so its time is not a pure device number; set {ALLOW_ENV}=1 to time it anyway"
+        f"{what}: {len(ops)} op(s) fell back to the cpu during warm-up ({', '.join(ops)}):"
+        f" not a pure device time; set {ALLOW_ENV}=1 to time it anyway"
     )

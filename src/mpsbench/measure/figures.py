@@ -1,4 +1,4 @@
-"""What a ``setup_cache`` reads per combination: capacity figures and the instruments."""
+"""The capacity figures and instruments, per combination."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ from mpsbench.measure import (
 def _capacity_workload(
     kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT
 ) -> workloads.Workload:
-    # no accuracy check: time_step fails the same combination
+    # unguarded: these report what a timing is refused for
     workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
     fallback.refuse(workload.label, workload.fallback_ops)
     return workload
 
 
-# peak memory first, over one step of a settled workload
+# peak memory first: a settled workload's step
 CAPACITY: dict[str, measured.Figure] = {
     "peak_memory": suite.peak_memory_mib,
     "throughput": suite.throughput,
@@ -47,7 +47,6 @@ def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> m
 
 
 def driver_memory(workload: workloads.Workload) -> float:
-    """MiB the driver holds for torch at its peak over one step."""
     if (driver := suite.memory_peaks(workload).driver) is None:
         raise skips.SkipNotImplemented(
             f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
@@ -57,13 +56,11 @@ def driver_memory(workload: workloads.Workload) -> float:
 
 def accuracy_error(workload: workloads.Workload) -> float:
     if not accuracy.needed(workload.device):
-        raise skips.SkipNotImplemented(
-            "the cpu is the reference the other devices are compared with"
-        )
+        raise skips.SkipNotImplemented("the cpu is the reference the others are compared with")
     return accuracy.compare(workload).error
 
 
-# one step's memory before the leak's many steps; the accuracy's cpu copy last
+# the leak after one-step memory; accuracy's cpu copy last
 INSTRUMENTS: dict[str, measured.Figure] = {
     "fallback_ops": lambda workload: len(workload.fallback_ops),
     "driver_memory": driver_memory,
@@ -74,7 +71,6 @@ INSTRUMENTS: dict[str, measured.Figure] = {
 
 def instruments(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     def prepare(device: str, model: str) -> workloads.Workload:
-        # unguarded: these report the very facts a timing is refused for
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, guarded=False)
 
     return measured.measure(benchmark, keys, prepare, INSTRUMENTS)

@@ -1,4 +1,4 @@
-"""What the host says about itself, each parsed by a pure function from the OS's own tool. Torch-free."""
+"""What the host says about itself, parsed from the OS's own tools."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ FRAMEWORKS = Path("/System/Library/Frameworks")
 
 
 def output(*command: str) -> str | None:
-    """Its stdout; None when the command is missing, fails or hangs."""
+    """stdout, or None when the command is missing, fails or hangs."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -34,7 +34,6 @@ def _pmset(what: str) -> str:
 
 
 def apple_gpu(displays_json: str) -> str | None:
-    """``Apple M2 Max, 38 GPU cores`` from system_profiler's JSON."""
     try:
         entries = json.loads(displays_json).get("SPDisplaysDataType", [])
     except (ValueError, AttributeError):
@@ -47,19 +46,15 @@ def apple_gpu(displays_json: str) -> str | None:
     return None
 
 
-def _counted(names: list[str]) -> str | None:
-    """``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
-    counted = Counter(name.strip() for name in names if name.strip()).items()
-    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counted) or None
-
-
 def nvidia_gpus(smi_names: str) -> str | None:
-    return _counted(smi_names.splitlines())
+    """``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
+    counted = Counter(name.strip() for name in smi_names.splitlines() if name.strip()).items()
+    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counted) or None
 
 
 def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
     text = "".join(path.read_text(errors="replace") for path in sorted(root.glob("*/information")))
-    return _counted(re.findall(r"^Model:\s*(.+)$", text, re.M))
+    return nvidia_gpus("\n".join(re.findall(r"^Model:\s*(.+)$", text, re.M)))
 
 
 def gpu() -> str | None:
@@ -74,7 +69,7 @@ def macos_version() -> str | None:
 
 
 def framework_version(name: str) -> str | None:
-    """``366.14`` for ``Metal``: macOS updates replace the frameworks mps runs on."""
+    """``366.14`` for ``Metal``: macOS updates replace what mps runs on."""
     resources = FRAMEWORKS / f"{name}.framework" / "Resources"
     for plist in (resources / "version.plist", resources / "Info.plist"):
         with contextlib.suppress(OSError, ValueError):
@@ -85,7 +80,7 @@ def framework_version(name: str) -> str | None:
 
 
 def version_number(version: str) -> float:
-    """A number that sorts and plots: 15.1.1 -> 15.0101."""
+    """15.1.1 -> 15.0101, a number that sorts and plots."""
     parts = [int(part) for part in re.findall(r"\d+", version)[:3]] + [0, 0]
     return round(parts[0] + parts[1] / 100 + parts[2] / 10000, 4)
 
@@ -102,7 +97,7 @@ def on_battery() -> bool | None:
 
 @dataclass(frozen=True)
 class Thermal:
-    """``pmset -g therm``: speed limits (100: not throttled) and warning levels."""
+    """``pmset -g therm``: speed limits (100: none) and warnings."""
 
     limits: dict[str, int]
     warnings: tuple[str, ...]
@@ -129,7 +124,7 @@ def thermal_state() -> Thermal | None:
 
 
 def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
-    """(name, pid, percent) of processes above ``threshold`` % of a core over a second."""
+    """Processes above ``threshold`` % of a core over a second, busiest first."""
     import psutil
 
     processes = [found for found in psutil.process_iter(["name"]) if found.pid != os.getpid()]

@@ -1,5 +1,4 @@
-"""Run a function in a spawned child, whose death (a Metal assertion, the OOM killer) is one error,
-not the measuring process's end."""
+"""Run a function in a spawned child, whose death (a Metal assertion, the OOM killer) is one error."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    """The child died (a signal or an exit without an answer), unlike the function's own errors."""
+    """Died without an answer: a signal or an exit."""
 
 
 def call(function: Callable[..., T], *args: Any) -> T:
@@ -46,6 +45,6 @@ def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, 
         answer = (False, exc)
     try:
         sending.send(answer)
-    except Exception:  # an exception that does not pickle: its type and first line
+    except Exception:  # an unpicklable exception
         what = f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}"
         sending.send((False, RuntimeError(what)))

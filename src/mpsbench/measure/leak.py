@@ -1,5 +1,4 @@
-"""Leaks: how fast the memory held after each step grows, for the workloads and for loop bodies
-from pytorch issues."""
+"""How fast the memory held after each step grows, in workloads and pytorch issues' loops."""
 
 from __future__ import annotations
 
@@ -13,9 +12,10 @@ from mpsbench.measure import devices, measured, models, skips
 from mpsbench.measure.optional_torch import F, nn, torch
 from mpsbench.measure.workloads import Workload
 
-STEPS_SMALL = 200  # milliseconds a step even on a cpu
-STEPS_LARGE = 50  # about a second a step at the seed batch
-PER = 100  # steps the slope is reported per
+Step = Callable[[], object]
+STEPS_SMALL = 200  # ms a step even on a cpu
+STEPS_LARGE = 50  # about a second a step
+PER = 100  # steps
 
 
 def steps_for(workload: Workload) -> int:
@@ -23,8 +23,7 @@ def steps_for(workload: Workload) -> int:
 
 
 def reading(device: str) -> int:
-    """Bytes held now (the cpu's: the process RSS); no reading skips, never a slope of zeros (RSS
-    is no stand-in for mps's private Metal heaps)."""
+    """Bytes held now (cpu: RSS, no stand-in for mps's heaps), else a skip."""
     found = devices.get(device)
     if (current := found.memory().current) is None:
         raise skips.SkipNotImplemented(
@@ -39,36 +38,35 @@ def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
     return statistics.linear_regression(range(len(readings)), readings).slope * PER / devices.MIB
 
 
-def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
-    """Memory after each of ``steps`` calls of ``step``, once the device has finished it."""
-    gc.collect()  # garbage from warm-up is not growth
+def record(step: Step, device: str, steps: int) -> list[int]:
+    gc.collect()  # warm-up's garbage is not growth
     synchronize = devices.get(device).synchronize
     synchronize()
     readings = []
     for _ in range(steps):
         step()
-        synchronize()  # freed buffers return once the device is done with them
+        synchronize()  # buffers are freed once the device is done
         readings.append(reading(device))
     return readings
 
 
 def measure(workload: Workload, steps: int | None = None) -> float:
-    steps = steps or steps_for(workload)
-    return slope_mib_per_100_steps(record(workload.step, workload.device, steps))
+    readings = record(workload.step, workload.device, steps or steps_for(workload))
+    return slope_mib_per_100_steps(readings)
 
 
-PATTERN_PER = 1000  # iterations a pattern's growth is reported per
-PATTERN_WARM_UP = 50  # several times every cycle below
+PATTERN_PER = 1000  # iterations
+PATTERN_WARM_UP = 50  # a few cycles below
 PATTERN_ITERATIONS = 300  # enough for a line through RSS noise
-SIZES = (32, 40, 48, 56, 64)  # image sides
-LENGTHS = (17, 33, 64, 100, 128)  # attention sequence lengths
+SIZES = (32, 40, 48, 56, 64)
+LENGTHS = (17, 33, 64, 100, 128)
 
 
 @dataclass(frozen=True)
 class Pattern:
     name: str
     issue: str
-    make: Callable[[str], Callable[[], object]]  # device -> one seeded iteration
+    make: Callable[[str], Step]
     min_torch: tuple[int, int] = (1, 12)
 
 
@@ -76,7 +74,7 @@ def _seeded() -> torch.Generator:
     return torch.Generator().manual_seed(models.SEED)
 
 
-def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[], object]:
+def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Step:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step() -> object:
@@ -89,7 +87,7 @@ def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[]
     return step
 
 
-def _lstm(device: str) -> Callable[[], object]:
+def _lstm(device: str) -> Step:
     gen = _seeded()
     lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True).to(device)
     head = nn.Linear(128, 10).to(device)
@@ -101,7 +99,7 @@ def _lstm(device: str) -> Callable[[], object]:
     )
 
 
-def _varying_sizes(device: str) -> Callable[[], object]:
+def _varying_sizes(device: str) -> Step:
     gen = _seeded()
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1),
@@ -118,10 +116,9 @@ def _varying_sizes(device: str) -> Callable[[], object]:
     return _sgd_step(model, lambda: F.cross_entropy(model(next(cycle)), target))
 
 
-def _maxpool(device: str) -> Callable[[], object]:
+def _maxpool(device: str) -> Step:
     pool = nn.MaxPool2d(2)
-    gen = _seeded()
-    x = torch.randn(8, 16, 64, 64, generator=gen).to(device).requires_grad_(True)
+    x = torch.randn(8, 16, 64, 64, generator=_seeded()).to(device).requires_grad_(True)
 
     def step() -> object:
         x.grad = None
@@ -131,7 +128,7 @@ def _maxpool(device: str) -> Callable[[], object]:
     return step
 
 
-def _varying_sdpa(device: str) -> Callable[[], object]:
+def _varying_sdpa(device: str) -> Step:
     gen = _seeded()
     cycle = itertools.cycle(
         [torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS]
@@ -158,7 +155,7 @@ PATTERN_NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
 def growth(device: str, name: str, iterations: int | None = None) -> float:
-    """A pattern's growth in MiB per :data:`PATTERN_PER` iterations."""
+    """MiB per :data:`PATTERN_PER` iterations."""
     skips.require_device(device)
     pattern = PATTERNS[name]
     skips.require_torch(pattern.min_torch, name)

@@ -1,5 +1,4 @@
-"""The small Llama's generation with a KV cache; greedy decoding never stops early: every build does
-the same work."""
+"""The small Llama's greedy generation with a KV cache, never stopping early."""
 
 from __future__ import annotations
 
@@ -18,32 +17,33 @@ NEW_TOKENS = models.LLAMA_GENERATION["new_tokens"]
 class Generation:
     def __init__(self, device: str, model: str = MODEL) -> None:
         self.device = devices.get(device)
-        self.spec = models.get(model)
-        self.model = workloads.resident(self.device, self.spec).eval()
+        self.model = workloads.resident(self.device, models.get(model)).eval()
         self.label = f"{model} generation on {device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
-        generator = torch.Generator().manual_seed(models.SEED)
         self.prompt = torch.randint(
-            0, models.LLAMA_CONFIG["vocab_size"], (BATCH, PROMPT_TOKENS), generator=generator
+            0,
+            models.LLAMA_CONFIG["vocab_size"],
+            (BATCH, PROMPT_TOKENS),
+            generator=torch.Generator().manual_seed(models.SEED),
         ).to(device)
         self.fallback_ops: tuple[str, ...] = ()
 
+    def _next(self, **inputs: Any) -> tuple[torch.Tensor, Any]:
+        output = self.model(**inputs, use_cache=True)
+        return output.logits[:, -1:].argmax(-1), output.past_key_values
+
     def prefill(self) -> tuple[torch.Tensor, Any]:
         with torch.inference_mode():
-            output = self.model(input_ids=self.prompt, use_cache=True)
-            return output.logits[:, -1:].argmax(-1), output.past_key_values
+            return self._next(input_ids=self.prompt)
 
     def decode(self, token: torch.Tensor, cache: Any, count: int = NEW_TOKENS) -> torch.Tensor:
         tokens = []
         with torch.inference_mode():
             for _ in range(count):
-                output = self.model(input_ids=token, past_key_values=cache, use_cache=True)
-                cache = output.past_key_values
-                token = output.logits[:, -1:].argmax(-1)
+                token, cache = self._next(input_ids=token, past_key_values=cache)
                 tokens.append(token)
         return torch.cat(tokens, dim=1)
 
     def warm_up(self) -> Generation:
-        """A prefill and a few decode steps, recording fallbacks."""
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
             out = self.decode(token, cache, count=4)

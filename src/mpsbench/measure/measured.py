@@ -1,5 +1,4 @@
-"""Measure once per run, report per combination: one ``setup_cache`` measures a class's selection
-and its ``track_`` methods look the figures up."""
+"""Measure once per run, report per combination."""
 
 from __future__ import annotations
 
@@ -22,8 +21,6 @@ Figure = Callable[[Any], "float | None"]
 
 @dataclass(frozen=True)
 class Outcome:
-    """One figure's value, or why there is none."""
-
     value: Any = None
     skipped: str | None = None
     failed: str | None = None
@@ -63,8 +60,7 @@ def measure(
     figures: Mapping[str, Figure],
     after_each: Callable[[str], None] | None = None,
 ) -> Table:
-    """Every figure of ``prepare(*key)`` for each selected key, one at a time; ``after_each(device)``
-    frees its memory."""
+    """Each figure of ``prepare(*key)`` per selected key; ``after_each(device)`` frees memory."""
     table = Table()
     for key in keys:
         try:
@@ -91,25 +87,19 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
         value = figure(state)
     except Exception as exc:
         return outcome_of(exc)
-    return (
-        Outcome(skipped=f"{key[0]} keeps no reading for {name}")
-        if value is None
-        else Outcome(value)
-    )
+    return Outcome(value, None if value is not None else f"{key[0]} keeps no reading for {name}")
 
 
 def grid(*axes: Iterable[Any]) -> list[Key]:
     return list(itertools.product(*axes))
 
 
-# asv runs a setup_cache in a fresh interpreter that would re-import torch, so the first lookup
-# measures: any lookup may be the one that measures the whole sweep
-MEASURING_TIMEOUT = 6 * 3600
+MEASURING_TIMEOUT = 6 * 3600  # any lookup may measure the whole sweep
 
 
 @dataclass(frozen=True)
 class Deferred:
-    """A setup_cache's result: the first lookup measures the readings into asv's cache folder."""
+    """A setup_cache's result; the first lookup measures (asv's process would import torch again)."""
 
     setup_cache: Callable[..., Any]  # module-level, pickled by name
 
@@ -119,25 +109,25 @@ class Deferred:
         if not done.exists():
             if not files.create(begun, b""):
                 raise RuntimeError(
-                    f"an earlier lookup began {name} in {Path.cwd()} and did not finish (it"
-                    " crashed or reached its timeout): its output says why"
+                    f"an earlier lookup began {name} in {Path.cwd()} and did not finish"
+                    " (a crash or its timeout): its output says why"
                 )
             files.write(done, pickle.dumps(inspect.unwrap(self.setup_cache)()))
         return pickle.loads(done.read_bytes())
 
 
 def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
-    """asv's ``setup_cache`` for ``measure``, a :class:`Deferred`; asv keys it by ``measure``'s line."""
+    """asv's ``setup_cache`` for ``measure``, keyed by ``measure``'s line."""
 
     @functools.wraps(measure)
-    def setup_cache(*_: Any) -> Deferred:  # a class's benchmark instance, or nothing
+    def setup_cache(*_: Any) -> Deferred:
         return Deferred(setup_cache)
 
     return setup_cache
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings, or a failed :class:`Outcome`: one family's bug costs no other."""
+    """Each family's readings or failed :class:`Outcome`: a bug costs one family."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:
@@ -159,16 +149,14 @@ def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
 
 
 class Lookup:
-    """Base of a class whose ``track_`` methods look up a shared setup_cache's figures."""
+    """A class whose ``track_`` methods look up a shared setup_cache's figures."""
 
-    kind: str  # the class's family in the readings
-    rounds = 1  # a second round would read the same cache again
+    kind: str
+    rounds = 1  # a second would read the same cache
     timeout = MEASURING_TIMEOUT
 
 
 def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
-    """A :class:`Lookup`'s ``track_`` method for ``figure``."""
-
     def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
         value: float = family(readings, self.kind).lookup(params, figure)
         return value
@@ -182,22 +170,20 @@ class PeakMemory(Lookup):
     track_peak_memory = track(
         "peak_memory",
         "MiB",
-        "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step).",
+        "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample).",
     )
+
+
+MeasureKind = Callable[[str, str, list[Key]], Table]
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
 
 
-def kind_families(
-    measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
-) -> dict[str, Callable[[], Any]]:
-    """Each class's family by its ``kind``: ``measure_kind(kind, ...)`` over its params."""
+def kind_families(measure_kind: MeasureKind, *benchmarks: Any) -> dict[str, Callable[[], Any]]:
     return {b.kind: of(b, functools.partial(measure_kind, b.kind)) for b in benchmarks}
 
 
-def measure_kinds(
-    measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
-) -> dict[str, Any]:
+def measure_kinds(measure_kind: MeasureKind, *benchmarks: Any) -> dict[str, Any]:
     return measure_families(kind_families(measure_kind, *benchmarks))

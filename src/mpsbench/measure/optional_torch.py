@@ -1,6 +1,5 @@
-"""torch, imported at its first attribute read, else a stand-in that says it is missing: torch-free
-processes import the measuring modules for their names, so module-level code reads no torch attribute.
-(A LazyLoader as ``torch`` in sys.modules breaks its submodule imports on Python 3.12.)"""
+"""torch imported at first use, else a stand-in saying it is missing (a LazyLoader breaks
+Python 3.12's submodule imports)."""
 
 from __future__ import annotations
 
@@ -18,14 +17,11 @@ class _Lazy:
     def __getattr__(self, attribute: str) -> Any:
         if not INSTALLED:
             raise ModuleNotFoundError(
-                f"{self._name}.{attribute} needs torch, which is not installed here (no module"
-                " named 'torch'); only measuring needs it: pip install torch"
+                f"{self._name}.{attribute} needs torch, which is not installed here; only"
+                " measuring needs it: pip install torch"
             )
         module = sys.modules.get(self._name) or importlib.import_module(self._name)
         return getattr(module, attribute)
-
-    def __repr__(self) -> str:
-        return f"<{self._name}, imported at its first use>"
 
 
 def loaded() -> bool:

@@ -1,5 +1,4 @@
-"""Which combinations this run times, so asv starts no process for the rest; a device is left out
-only where this machine plainly lacks it (the benchmarked build's torch decides the rest)."""
+"""Which combinations this run times, so asv starts no process for the rest."""
 
 from __future__ import annotations
 
@@ -19,23 +18,22 @@ from mpsbench.measure import devices, selection
 @dataclass(frozen=True)
 class Combination:
     name: str  # "benchmark_models.Training.time_step('cpu', 'mlp', 8)", or a bare name
-    reason: str | None  # why this run leaves it out
+    reason: str | None
 
 
 def discover(benchmark_dir: Path) -> list[Any]:
-    """asv_runner's own discovery (names and param reprs as asv's), importing the package under its
-    folder's name."""
+    """asv_runner's own discovery, importing the package under its folder's name."""
     from mpsbench.core.asv_internals import disc_benchmarks
 
     root = benchmark_dir.resolve()
     if not (root / "__init__.py").is_file():
         raise UserError(
             f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's"
-            " benchmark folder, the one holding its __init__.py (benchmarks in this checkout)"
+            " benchmark folder (benchmarks in this checkout)"
         )
 
     def suite_modules() -> list[str]:
-        return [name for name in sys.modules if (name + ".").startswith(root.name + ".")]
+        return [name for name in sys.modules if name.partition(".")[0] == root.name]
 
     saved = {name: sys.modules.pop(name) for name in suite_modules()}
     sys.path.insert(0, str(root.parent))
@@ -52,8 +50,7 @@ def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, str, str | None, lis
     for benchmark in benchmarks:
         for shown in itertools.product(*benchmark.params):
             params = asv.param_values(shown)
-            named = dict(zip(benchmark.param_names, params, strict=False))
-            device = str(named["device"]) if "device" in named else None
+            device = dict(zip(benchmark.param_names, params)).get("device")
             yield benchmark, asv.combination(benchmark.name, shown), device, params
 
 
@@ -77,12 +74,12 @@ def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
 
 
 def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[str]:
-    """The combinations this run times, narrowed by ``bench`` regexes (asv's -b)."""
+    """The combinations this run times, narrowed by asv's -b regexes."""
     runs = [combination.name for combination in found if combination.reason is None]
     runs = asv.matching(runs, bench) if bench else runs
     if not runs:
         raise UserError(
-            "no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
+            "no benchmark combination runs here with this MPSBENCH_DEVICES"
             + (f" and -b {' -b '.join(bench)}" if bench else "")
         )
     return runs

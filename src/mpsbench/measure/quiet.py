@@ -1,4 +1,4 @@
-"""Whether the machine is quiet enough to time, and whether a measured value was disturbed."""
+"""Whether the machine is quiet enough to time, and whether a value was disturbed."""
 
 from __future__ import annotations
 
@@ -11,23 +11,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import psutil
+
 from mpsbench.core import asv_saving, progress, settings
 from mpsbench.measure import host
 
-# docs/explanation/quiet-gate.md gives the measurements behind each figure
+# measured in docs/explanation/quiet-gate.md
 OTHERS_SHARE = 0.25  # of all cores
 SPREAD = 0.30  # interquartile range over median
-DRIFT = 0.25  # from the recorded value of the same build
-BUSY_PERCENT = 25.0  # of one core: a process named as busy
+DRIFT = 0.25  # from the same build's recorded value
+BUSY_PERCENT = 25.0  # of a core
 WINDOW = 0.5  # seconds per reading
 POLL = 2.0  # seconds between readings while waiting
-FRESH = 5.0  # seconds a reading after a combination stands for the next one's "before"
+FRESH = 5.0  # seconds an "after" reading stands for the next "before"
 
-WAIT = "MPSBENCH_QUIET_WAIT"  # most seconds the gate waits
+WAIT = "MPSBENCH_QUIET_WAIT"
 WAIT_DEFAULT = 120
 WAIT_MOST = 3600
-WAITING = "waiting up to"  # the gate's line as it begins a wait (record relays it to the watch)
-ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"  # record whatever the gate says; not for history
+WAITING = "waiting up to"  # record relays the line to the watch
+ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"
 
 log = progress.logger(__name__)
 
@@ -43,7 +45,7 @@ def accept_busy() -> bool:
 @dataclass(frozen=True)
 class State:
     cores: int
-    others: float  # cores' worth of cpu time other processes used
+    others: float  # cores' worth, by other processes
     load: float | None  # kept, not judged
     battery: bool | None = None
     thermal: str | None = None
@@ -53,26 +55,21 @@ class State:
 
     @classmethod
     def of(cls, event: Mapping[str, Any], suffix: str = "") -> State | None:
-        """The state :meth:`fields` recorded in ``event``, if any."""
         try:
             return cls(
                 int(event[f"cores{suffix}"]),
                 float(event[f"others{suffix}"]),
-                event.get(f"load{suffix}"),
-                event.get(f"battery{suffix}"),
-                event.get(f"thermal{suffix}"),
+                *(event.get(name + suffix) for name in ("load", "battery", "thermal")),
             )
         except (KeyError, TypeError, ValueError):
             return None
 
 
 def problems(state: State) -> dict[str, str]:
-    """Why values taken in ``state`` are doubtful, by kind."""
     found = {}
-    if state.others > OTHERS_SHARE * state.cores:
+    if state.others > (limit := OTHERS_SHARE * state.cores):
         found["load"] = (
-            f"other processes used {state.others:.1f} of {state.cores} cores"
-            f" (the limit: {OTHERS_SHARE * state.cores:.1f})"
+            f"other processes used {state.others:.1f} of {state.cores} cores (the limit: {limit:.1f})"
         )
     if state.battery:
         found["power"] = "on battery: a Mac throttles on battery; plug it in"
@@ -82,24 +79,17 @@ def problems(state: State) -> dict[str, str]:
 
 
 def _busy_seconds() -> float:
-    # Linux counts guest time inside user time too
-    import psutil
-
-    times = psutil.cpu_times()._asdict()
+    times = psutil.cpu_times()._asdict()  # Linux counts guest time in user time
     idle = sum(times.get(key, 0.0) for key in ("idle", "iowait", "guest", "guest_nice"))
     return float(sum(times.values()) - idle)
 
 
 def own_processes() -> list[Any]:
-    import psutil
-
     me = psutil.Process()
     return [me, *([parent] if (parent := me.parent()) else []), *me.children(recursive=True)]
 
 
 def _used(processes: Sequence[Any]) -> float:
-    import psutil
-
     total = 0.0
     for process in processes:
         with contextlib.suppress(psutil.Error):
@@ -109,7 +99,7 @@ def _used(processes: Sequence[Any]) -> float:
 
 
 def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -> State:
-    """The state over ``window`` seconds; ``own`` lists the processes not counted."""
+    """The state over ``window`` seconds, less ``own()``'s processes."""
     mine = own()
     busy, used, started = _busy_seconds(), _used(mine), time.monotonic()
     time.sleep(window)
@@ -129,17 +119,19 @@ def named(state: State) -> str:
     found = problems(state)
     if "load" in found:
         own = {process.pid for process in own_processes()}
-        busy = [entry for entry in host.busy_processes(BUSY_PERCENT) if entry[1] not in own]
+        busy = [
+            f"{name} {percent:.0f}%"
+            for name, pid, percent in host.busy_processes(BUSY_PERCENT)
+            if pid not in own
+        ]
         if busy:
-            found["load"] += ": " + ", ".join(
-                f"{name} {percent:.0f}%" for name, _, percent in busy[:3]
-            )
+            found["load"] += ": " + ", ".join(busy[:3])
     return "; ".join(found.values())
 
 
 class Gate:
-    """Waits up to ``limit`` seconds before each combination for a quiet machine; once a wait
-    runs out, none starts again until a reading is quiet (a busy machine costs one wait)."""
+    """Waits up to ``limit`` seconds for a quiet machine before each combination, once per busy
+    spell."""
 
     def __init__(
         self,
@@ -150,25 +142,19 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
-        self.reader = reader or read  # looked up now: a stand-in set after import counts
-        self.last: tuple[float, State] | None = None  # (when, reading) after a combination
+        self.reader = reader or read
+        self.last: tuple[float, State] | None = None  # quiet, after a combination
         self.ran_out = False
 
     def before(self, name: str) -> dict[str, Any]:
-        """The state before ``name`` (waiting while busy) as event fields, with ``waited``."""
-        if (
-            self.last is not None
-            and self.clock() - self.last[0] <= FRESH
-            and not problems(self.last[1])
-        ):
-            state = self.last[1]
-        else:
-            state = self.reader(WINDOW)
+        """Fields of the state before ``name``, with ``waited``."""
+        last = self.last
+        state = last[1] if last and self.clock() - last[0] <= FRESH else self.reader(WINDOW)
         started = self.clock()
         if problems(state) and not self.ran_out and self.limit > 0:
             self.say(
-                f"the machine is busy ({named(state)}); {WAITING} {self.limit:.0f} s for it to"
-                f" quiet down before {name} ({WAIT} sets how long)"
+                f"the machine is busy ({named(state)}); {WAITING} {self.limit:.0f} s before"
+                f" {name} (set by {WAIT})"
             )
             while problems(state) and self.clock() - started < self.limit:
                 self.sleep(max(0.0, POLL - WINDOW))
@@ -178,7 +164,7 @@ class Gate:
 
     def after(self) -> dict[str, Any]:
         state = self.reader(WINDOW)
-        self.last = (self.clock(), state)
+        self.last = None if problems(state) else (self.clock(), state)
         return state.fields("_after")
 
 
@@ -189,7 +175,7 @@ def spread(
     if samples is not None and len(samples) >= 4:
         q1, _, q3 = statistics.quantiles(samples, n=4)
         middle = statistics.median(samples)
-    elif stats and stats.get("q_25") is not None and stats.get("q_75") is not None:
+    elif stats and None not in (stats.get("q_25"), stats.get("q_75")):
         q1, q3, middle = float(stats["q_25"]), float(stats["q_75"]), value
     else:
         return None
@@ -205,12 +191,14 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` looks disturbed, by kind; ``earlier`` is the same build's recorded value, and a
-    re-measurement agreeing with its ``first`` makes a wide spread the benchmark's own."""
-    reasons: dict[str, list[str]] = {}
+    """Why ``value`` looks disturbed, by kind; a wide spread that a ``first`` measurement agrees
+    with is the benchmark's own."""
+    reasons: dict[str, str] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
-            reasons.setdefault(kind, []).append(f"{text} {when}")
+            reasons[kind] = (
+                f"{reasons[kind]}; {text} {when}" if kind in reasons else f"{text} {when}"
+            )
     found = spread(value, stats, samples)
     agrees = first is not None and abs(value - first) <= max(DRIFT, found or 0.0) * abs(first)
     if found is not None and found > SPREAD and not agrees:
@@ -219,24 +207,19 @@ def judge(
             if first is None
             else f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
         )
-        reasons["spread"] = [
+        reasons["spread"] = (
             f"its samples spread {found:.0%} (interquartile range over median; the limit:"
             f" {SPREAD:.0%}){again}"
-        ]
+        )
     if earlier and abs(value - earlier) > DRIFT * abs(earlier):
-        reasons["drift"] = [
+        reasons["drift"] = (
             f"it is {value / earlier - 1:+.0%} from this machine's recorded {earlier:.4g} of the"
             f" same build (the limit: {DRIFT:.0%})"
-        ]
-    return {kind: "; ".join(texts) for kind, texts in reasons.items()}
+        )
+    return reasons
 
 
-def main(argv: list[str]) -> None:
-    """asv run saving each value as measured, gated before each combination."""
-    asv_saving.main(argv, gate=Gate(0 if accept_busy() else wait_seconds()))
-
-
-if __name__ == "__main__":  # the imported module, not this __main__ copy: one reader
+if __name__ == "__main__":  # the imported module, not this copy
     from mpsbench.measure import quiet
 
-    quiet.main(sys.argv[1:])
+    asv_saving.main(sys.argv[1:], gate=quiet.Gate(0 if accept_busy() else wait_seconds()))

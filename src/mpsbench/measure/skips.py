@@ -1,16 +1,16 @@
-"""asv's n/a with its reason: what skips a combination before anything is built."""
+"""asv's n/a with its reason, before anything is built."""
 
 from __future__ import annotations
 
 import os
 import shutil
 
-from mpsbench.core.asv_internals import SkipNotImplemented as SkipNotImplemented  # re-exported
+from mpsbench.core.asv_internals import SkipNotImplemented as SkipNotImplemented
 from mpsbench.measure import devices, precision, selection
 from mpsbench.measure.optional_torch import torch
 
-CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend looks for
-# words in torch's errors for an op or dtype a device does not support
+CXX_CANDIDATES = ("g++", "clang++", "c++")  # inductor's cpu backend's
+# torch's words for an op or dtype a device lacks
 LACKING = (
     "not implemented for",
     "not supported",
@@ -47,17 +47,16 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
 
 
 def torch_lacks(exc: BaseException) -> bool:
-    """Whether ``exc`` is torch refusing an op or dtype here: n/a, not a wrong result."""
+    """Whether torch refused an op or dtype here: n/a, not a wrong result."""
     return isinstance(exc, NotImplementedError) or (
         isinstance(exc, (RuntimeError, TypeError)) and any(w in str(exc).lower() for w in LACKING)
     )
 
 
 def compile_unsupported(device: str) -> str | None:
-    """Why this build cannot ``torch.compile`` (inductor) for ``device`` here."""
     version = torch.__version__
     if precision.torch_version() < (2, 0) or not hasattr(torch, "compile"):
-        return f"torch {version} has no torch.compile (2.0 and later)"
+        return f"torch {version} has no torch.compile (2.0+)"
     dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
     if dynamo is not None and not dynamo():
         return f"torch {version}'s dynamo does not support this Python"

@@ -1,5 +1,4 @@
-"""The timing loop outside asv's clock, done as asv's: warm up, synchronize before every clock read,
-report the median."""
+"""Timing outside asv's clock, as asv's: warm up, synchronize before each clock read."""
 
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ def median_seconds(
     min_seconds: float = 1.0,
     max_samples: int = 50,
 ) -> tuple[float, int]:
-    """Median seconds per call of a warmed-up ``run``, and the samples taken."""
+    """Median seconds per call of a warmed-up ``run``; the samples taken."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize
     synchronize()

@@ -1,17 +1,16 @@
-"""What counts as a wrong result, torch-free: guards, selection, regression rule and site judge by
-these numbers."""
+"""What counts as a wrong result (torch-free)."""
 
 from __future__ import annotations
 
 import re
 
-# Relative error allowed per computed dtype; float32's allows for cuda's TF32 convolutions
+# float32's allows for cuda's TF32 convolutions
 TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
 DTYPES: tuple[str, ...] = tuple(TOLERANCES)
 ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|
-DIFFERENCE_UNIT = "relative difference"  # of two identical calls: not 0 is nondeterminism
+DIFFERENCE_UNIT = "relative difference"  # two identical calls': not 0 is nondeterminism
 
-# Reported patterns (measure.correctness) in the dtypes their pytorch issues showed wrong
+# reported patterns, in the dtypes their issues showed wrong
 REPORTED: dict[str, tuple[str, ...]] = {
     "matmul_transposed_after_churn": ("float32",),
     "linear_3d_no_bias": ("float16", "bfloat16"),
