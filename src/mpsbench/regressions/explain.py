@@ -1,5 +1,4 @@
-"""mpsbench explain A B -b ROW: the ops of one combination's step ranked by their change in self
-time from build A to B, profiled in fresh interleaved processes (profile_step.py)."""
+"""mpsbench explain A B -b ROW: one combination's ops ranked by their change in self time, A to B."""
 
 from __future__ import annotations
 
@@ -23,20 +22,20 @@ from mpsbench.regressions import compare, fresh, profile_step
 log = progress.logger(__name__)
 SCRIPT = Path(profile_step.__file__)
 ROUNDS = 2  # processes per build: A B, B A cancels drift between the first and the last
-CALLS = 5  # profiled calls a process
-TOP = 12  # rows shown; every row counts in the sums
-SHAPES_SHOWN = 3  # listed under an op whose shapes differ
-NAME_SHOWN = 90  # characters: a kernel template's run to hundreds
-PROCESS_TIMEOUT = 1800.0  # a hang guard: the model rows' asv timeout
+CALLS = 5
+TOP = 12
+SHAPES_SHOWN = 3
+NAME_SHOWN = 90  # characters: a kernel template's name runs to hundreds
+PROCESS_TIMEOUT = 1800.0  # the model rows' asv timeout
 EXIT_STATUSES = """exit status:
-  0  the table was printed (whatever it shows: explain judges nothing; compare does)
-  2  bad input (an unknown build, a regex matching no or several combinations or one on an absent device, a
-     process of either build that could not run the combination)"""
+  0  the table was printed (explain judges nothing; compare does)
+  2  bad input (an unknown build, a regex matching no or several combinations or one on an absent
+     device, a build whose process could not run the combination)"""
 
 
 @dataclass(frozen=True)
 class Options:
-    bench: str  # a regex naming ONE combination
+    bench: str
     manifest: Path
     timeline: Path
     machine: str | None = None
@@ -51,7 +50,6 @@ class Options:
 
     @cached_property
     def measuring(self) -> fresh.Options:
-        """Made once, so asv.conf.json is read once."""
         return fresh.Options(
             self.bench,
             self.rounds,
@@ -79,8 +77,8 @@ class Side:
     build: str
     torch: str
     device: str
-    basis: str  # "device" (kernel times) or "cpu"
-    step: float  # seconds per step without the profiler
+    basis: str  # "device" or "cpu"
+    step: float  # seconds, without the profiler
     profiled_step: float
     processes: int
     ops: dict[str, Op]
@@ -110,7 +108,7 @@ class Explained:
     kernels: list[Row]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
-    commits: tuple[str, str] = ("", "")  # timeline commits, naming the kept table
+    commits: tuple[str, str] = ("", "")  # naming the kept table
 
     @property
     def step_change(self) -> float:
@@ -122,9 +120,9 @@ class Explained:
 
 
 def side(build: str, said: list[dict[str, Any]]) -> Side:
-    """One build's processes' profiles (profile_step.py's JSON), per step."""
+    """One build's processes' profiles, per step."""
     first, basis = said[0], said[0]["basis"]
-    # (kind, name) -> each process's [calls, seconds] and calls by shapes; 0 where it never ran
+    # (kind, name) -> each process's [calls, seconds] and calls by shapes
     seen: dict[tuple[str, str], list[tuple[list[float], defaultdict[str, float]]]] = {}
     for number, process in enumerate(said):
         steps = process["calls"] * process["steps_per_call"]
@@ -166,10 +164,10 @@ def diff(combination: str, a: Side, b: Side) -> Explained:
         return sorted(found, key=lambda row: (-row.change, row.name))
 
     notes = []
-    if a.basis != b.basis:  # the profile rows then hold cpu times on both sides
+    if a.basis != b.basis:
         notes.append(
-            "one build's profiler timed the device's kernels and the other's did not"
-            f" ({a.build}: {a.basis}, {b.build}: {b.basis}); the table holds what both have"
+            f"only one build's profiler timed device kernels ({a.build}: {a.basis}, {b.build}:"
+            f" {b.basis}); the table holds what both have"
         )
     return Explained(combination, a, b, rows(a.ops, b.ops), rows(a.kernels, b.kernels), notes=notes)
 
@@ -217,7 +215,6 @@ def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
                 f"{100 * row.after.seconds / b.step:.1f}" if row.after else "-",
             ]
         )
-        # the input shapes whose calls per step differ, largest difference first
         before, after = (op.shapes if op else {} for op in ops)
         moved = {s: after.get(s, 0.0) - before.get(s, 0.0) for s in before.keys() | after.keys()}
         changed = sorted(
@@ -271,16 +268,22 @@ def format_explained(found: Explained, top: int = TOP) -> str:
 def _profile(
     session: fresh.Session, builds: list[fresh.Named], options: Options
 ) -> dict[str, list[dict[str, Any]]]:
-    """``options.rounds`` fresh processes per build, interleaved: each one's profile."""
     made = {build.name: session.server(build) for build in builds}
     said: dict[str, list[dict[str, Any]]] = {build.name: [] for build in builds}
     total, started = options.rounds * len(builds), time.monotonic()
     for number in range(options.rounds):
         for build in builds if number % 2 == 0 else builds[::-1]:
             out = session.scratch / f"profile-{build.name.replace('@', '-')}-{number}.json"
-            python, _, _, benchmarks, benchmark_id, torch_dir, _ = made[build.name].command
-            command = [python, "-S", str(SCRIPT), benchmarks, benchmark_id, torch_dir, str(out)]
-            command += [str(options.calls), str(os.getpid())]
+            python, _, _, *where, _mode = made[build.name].command
+            command = [
+                python,
+                "-S",
+                str(SCRIPT),
+                *where,
+                str(out),
+                str(options.calls),
+                str(os.getpid()),
+            ]
             output, rc = fresh.run_logged(
                 command, made[build.name].env, options.log, PROCESS_TIMEOUT
             )
@@ -351,8 +354,8 @@ def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's first bad build explained against the one before and kept; a failure is one line and
-    bisect's answer stands."""
+    """bisect's first bad build explained against the one before, and kept; a failure leaves bisect's
+    answer standing."""
     print(
         f"\nexplaining {first} against {before}: mpsbench explain (--no-explain leaves it out)",
         flush=True,

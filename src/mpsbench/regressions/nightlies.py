@@ -1,5 +1,5 @@
-"""``mpsbench bisect --nightlies N``: up to N nightlies between two adjacent builds, spread by date,
-on a channel forked from the good one, which a rerun reuses (no timeline hash changes)."""
+"""``mpsbench bisect --nightlies N``: nightlies between two adjacent builds, on a channel forked from
+the good one, which a rerun reuses."""
 
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ def spread(dates: list[str], count: int) -> list[str]:
 
 
 def channel_name(good: str) -> str:
-    """``bisect-CHANNEL-ID`` for ``good`` (CHANNEL@ID), never ``bisect-bisect-...``."""
+    """``bisect-CHANNEL-ID`` for ``good``, never ``bisect-bisect-...``."""
     channel, _, build_id = good.partition("@")
     return f"{PREFIX}{channel.removeprefix(PREFIX)}-{build_id}"
 
 
 @dataclass(frozen=True)
 class Options:
-    nightlies: int | None = None  # at most how many to add
+    nightlies: int | None = None
     indexes: tuple[str, ...] = ()  # (): PyTorch's
     transformers: str | None = None
     transformers_index: str = resolve.PYPI
@@ -46,7 +46,7 @@ class Options:
 
 @dataclass
 class Gaps:
-    """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
+    """Fills the gaps a bisection ends in with nightlies while its ``--nightlies`` budget lasts."""
 
     args: Options
     files: fresh.Options

@@ -18,8 +18,8 @@ from typing import Any
 from mpsbench.regressions import serve_build  # PYTHONPATH holds the suite's src
 
 WARM_UP_CALLS = 2  # after the benchmark's own setup, which warms up already
-TIMED_CALLS = (10, 200, 1.0)  # unprofiled calls: at least 10, then more up to 200 or 1 s
-OUTSIDE_OPS = "(python between ops)"  # the table's name for torch's ProfilerStep row's self time
+TIMED_CALLS = (10, 200, 1.0)  # unprofiled calls: at least 10, then up to 200 or 1 s
+OUTSIDE_OPS = "(python between ops)"  # torch's ProfilerStep row's self time
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Plan:
     activities: list[Any]  # empty: the legacy autograd profiler
     basis: str  # "device" (kernel times) or "cpu"
     missing: list[str] = field(default_factory=list)
-    signposts: Callable[[], Any] | None = None  # torch.mps.profiler's
+    signposts: Callable[[], Any] | None = None
 
 
 def plan(torch: Any, device: str) -> Plan:
@@ -45,16 +45,13 @@ def plan(torch: Any, device: str) -> Plan:
     elif device == "cuda":
         found.missing.append("cuda kernel times: this build's profiler has no CUDA activity here")
     elif device == "mps":
-        found.missing.append(
-            "mps GPU times: torch's profiler sees each mps op's cpu side (its encoding): the"
-            " table's times are the cpu's"
-        )
+        found.missing.append("mps GPU times: torch's profiler times an mps op's cpu side only")
         signposts = getattr(getattr(getattr(torch, "mps", None), "profiler", None), "profile", None)
         if signposts is not None and torch.backends.mps.is_available():
             found.signposts = lambda: signposts(mode="interval", wait_until_completed=False)
             found.missing.append(
-                "mps kernels: torch.mps.profiler's signposts went to Instruments, which Python"
-                " cannot read: record with xctrace to see them"
+                "mps kernels: torch.mps.profiler's signposts went to Instruments: record with"
+                " xctrace to see them"
             )
         else:
             found.missing.append(
@@ -64,16 +61,15 @@ def plan(torch: Any, device: str) -> Plan:
 
 
 def _device_us(event: Any) -> float:
-    """The event's self time on the device (torch < 2.4: its cuda time)."""
-    for name in ("self_device_time_total", "self_cuda_time_total"):
+    for name in ("self_device_time_total", "self_cuda_time_total"):  # torch < 2.4: cuda
         if (value := getattr(event, name, None)) is not None:
             return float(value)
     return 0.0
 
 
 def rows(events: Any) -> list[dict[str, Any]]:
-    """The events per op (or kernel) and input shapes: calls, and self times in microseconds summed
-    and one call's median (which holds where a loaded machine descheduled a few calls)."""
+    """Per op (or kernel) and input shapes: calls, and self times in microseconds, summed and one
+    call's median (which holds where a loaded machine descheduled a few calls)."""
     grouped: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name
@@ -142,7 +138,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
     from mpsbench.core.asv_internals import get_benchmark_from_name
 
     benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)
-    if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3: no setup_cache here
+    if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3
         benchmark.set_cache(None)
     params = tuple(benchmark._current_params)  # private: no public way
     names = list(getattr(benchmark, "param_names", []))
@@ -151,7 +147,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
     call = functools.partial(benchmark.func, *params)
     try:
-        # what asv divides a sample's clock by: the suite's StepTimer's steps a call
+        # what asv divides a sample's clock by
         steps = getattr(benchmark.timer, "steps_per_call", 1)
         steps = steps if isinstance(steps, int) and steps > 0 else 1
         for _ in range(WARM_UP_CALLS):
@@ -170,7 +166,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         "device": device,
         "steps_per_call": steps,
         "calls": calls,
-        "call_seconds": min(timed),  # as compare reads a process: contention only ever adds time
+        "call_seconds": min(timed),  # as compare reads a process: contention only adds time
         "call_seconds_median": statistics.median(timed),
         "timed_calls": len(timed),
         "profiled_call_seconds": min(seconds_each),

@@ -1,5 +1,5 @@
-"""compare's and bisect's build servers (serve_build.py), one a build in asv's environment with the
-build's own sys.path entries, stopped on every way out."""
+"""compare's and bisect's build servers: one a build in asv's environment with the build's own
+sys.path entries, stopped on every way out."""
 
 from __future__ import annotations
 
