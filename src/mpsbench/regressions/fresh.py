@@ -1,5 +1,4 @@
-"""Builds measured afresh, never into the recorded results: a server per build, rounds interleaved
-(docs/explanation/the-rule.md)."""
+"""Builds measured afresh, never into the recorded results (docs/explanation/the-rule.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ TIME_BUDGET_MINUTES = 20.0  # then undecided (exit 3)
 WORKDIR = Path(".asv/fresh")
 SAMPLES = 10  # processes, not samples, carry the spread that decides
 REPEAT_A_SECOND = (SAMPLES, 200, 1.0)  # a cpu row's and a forked round's (docs/explanation/loop.md)
-FORKED_DEVICES = frozenset({"cuda"})  # where forked rounds' A/A matched spawned ones (loop.md)
+FORKED_DEVICES = frozenset({"cuda"})  # where forked rounds' A/A matched spawned (loop.md)
 ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"
 
 
@@ -42,7 +41,7 @@ class Named:
 def name_builds(
     refs: list[str], manifest_path: Path, timeline_path: Path, roles: str = ""
 ) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
-    """The builds ``refs`` name, two different ones where ``roles`` names them; writes the timeline."""
+    """The builds ``refs`` name, two different ones if ``roles`` names them; writes the timeline."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
     found = []
@@ -58,13 +57,13 @@ def name_builds(
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
-    """The builds from the root of ``name``'s channel family to it, oldest first."""
-    channel_name, _, build_id = name.partition("@")
-    channel = manifest.channel(channel_name)
+    """The builds from ``name``'s channel root to it, oldest first."""
+    channel = manifest.channel(name.partition("@")[0])
     assert channel is not None
-    ids = [build.id for build in channel.builds]
-    own = [f"{channel_name}@{i}" for i in ids[: ids.index(build_id) + 1]]
-    return (lineage(manifest, channel.parent) if channel.parent else []) + own
+    own = [f"{channel.name}@{build.id}" for build in channel.builds]
+    return (lineage(manifest, channel.parent) if channel.parent else []) + own[
+        : own.index(name) + 1
+    ]
 
 
 def log_output(log: Path | None, command: list[str], output: str) -> None:
@@ -96,7 +95,7 @@ class Options:
     machine: str | None = None
     log: Path | None = None
     threads: int | None = None
-    suite_root: Path | None = None  # a stand-in suite
+    suite_root: Path | None = None
     minutes: float = TIME_BUDGET_MINUTES
 
     @cached_property
@@ -105,7 +104,7 @@ class Options:
 
 
 class Session:
-    """Fresh processes of one combination for chosen builds; :meth:`check_bench` first."""
+    """Fresh processes of one combination for chosen builds; check_bench first."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         root = self.root = args.suite_root or asvconf.ROOT
@@ -139,7 +138,7 @@ class Session:
         return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
-        # a cancelled CI job's SIGTERM stops the servers too
+        # a cancelled CI job's SIGTERM stops servers
         self._default_sigterm = signal.signal(
             signal.SIGTERM, lambda signum, _: sys.exit(128 + signum)
         )
@@ -168,10 +167,9 @@ class Session:
                 return kept
         hashes = self.scratch / "hashes"
         hashes.write_text(commit + "\n")
-        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config)]
-        command += ["--machine", self.machine, "--bench", "just-discover", "--show-stderr"]
-        command.append(f"HASHFILE:{hashes}")
-        # asv installs the build into the one environment: one command at a time
+        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine"]
+        command += [self.machine, "--bench", "just-discover", "--show-stderr", f"HASHFILE:{hashes}"]
+        # asv installs the build: one command at a time
         said = f"waiting for another compare or bisect in {self.root}"
         with files.lock(self.config.parent / "env", waiting=lambda: log.info(said)):
             printed, rc = run_logged(command, self.env, self.log)
@@ -208,17 +206,17 @@ class Session:
         named = [asv.combination(key, values) for key, _, values in matches]
         one_combination(self.bench, named, ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
         (self.key, self.index, values), self.combination = matches[0], named[0]
-        device = dict(zip(found[self.key].get("param_names", []), values)).get("device", "")
-        # no process starts ahead of a cpu row's: they would take the cores it is timed on
-        self.cpu_row = device.strip("'") == "cpu"
-        self.mode = round_process(device.strip("'"), self.env)
+        params = dict(zip(found[self.key].get("param_names", []), values))
+        device = params.get("device", "").strip("'")
+        # nothing starts ahead of a cpu row: it would take the row's cores
+        self.cpu_row = device == "cpu"
+        self.mode = round_process(device, self.env)
         if self.cpu_row:
             self.env[settings.SINGLE_STEPS] = "1"
         self.repeat = REPEAT_A_SECOND if self.cpu_row or self.mode == servers.FORK else SAMPLES
         return self.combination
 
     def server(self, build: Named) -> servers.Server:
-        """A server of ``build`` for the combination, not started."""
         python = asv.environment_python(self.config)
         placed = servers.place(
             python,
@@ -235,8 +233,7 @@ class Session:
     def rounds(
         self, builds: list[Named], most: int | None = None
     ) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``most`` rounds of a process per build, yielding each build's times so far; the order
-        reverses every other round so drift hits all builds alike."""
+        """Up to ``most`` rounds, yielding each build's times so far; alternating order spreads drift."""
         new = {
             build.name: self.server(build) for build in builds if build.name not in self._servers
         }
@@ -286,7 +283,7 @@ def round_process(device: str | None, env: dict[str, str]) -> str:
 
 
 def one_combination(bench: str, found: list[str], hint: str) -> None:
-    """Refuses a ``-b`` regex that names no or several combinations."""
+    """Refuses a ``-b`` regex naming no or several combinations."""
     if len(found) != 1:
         shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
         raise errors.UserError(

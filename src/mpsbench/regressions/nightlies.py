@@ -1,5 +1,5 @@
-"""``mpsbench bisect --nightlies N``: nightlies between two adjacent builds, on a channel forked from
-the good one, which a rerun reuses."""
+"""``mpsbench bisect --nightlies N``: nightlies between two adjacent builds, on a channel a rerun
+reuses."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from mpsbench.builds import manifest as mf
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import fresh
 
-DEFAULT = 3  # a binary search over three new builds is exactly two steps
+DEFAULT = 3  # a binary search over three builds is two steps
 PREFIX = "bisect-"
 
 
@@ -23,7 +23,7 @@ def day(build: mf.Build) -> date:
 
 
 def spread(dates: list[str], count: int) -> list[str]:
-    """At most ``count`` of the sorted ``dates``, cutting them into ``count + 1`` equal runs."""
+    """At most ``count`` of ``dates``, cutting them into ``count + 1`` equal runs."""
     if len(dates) <= count:
         return list(dates)
     picks = {round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)}
@@ -31,7 +31,7 @@ def spread(dates: list[str], count: int) -> list[str]:
 
 
 def channel_name(good: str) -> str:
-    """``bisect-CHANNEL-ID`` for ``good``, never ``bisect-bisect-...``."""
+    """``bisect-CHANNEL-ID``, never ``bisect-bisect-...``."""
     channel, _, build_id = good.partition("@")
     return f"{PREFIX}{channel.removeprefix(PREFIX)}-{build_id}"
 
@@ -46,7 +46,7 @@ class Options:
 
 @dataclass
 class Gaps:
-    """Fills the gaps a bisection ends in with nightlies while its ``--nightlies`` budget lasts."""
+    """Fills a bisection's last gaps with nightlies while the budget lasts."""
 
     args: Options
     files: fresh.Options
@@ -62,7 +62,6 @@ class Gaps:
         return resolve.nightly_dates(self.indexes)
 
     def fill(self, good: str, bad: str) -> list[fresh.Named]:
-        """The nightlies added between two adjacent builds, oldest first."""
         if not self.wanted:
             return []
         low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))

@@ -1,5 +1,5 @@
 """``python -S profile_step.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR OUT_JSON STEPS PARENT_PID``:
-explain's profile of one combination's steps in one build's environment, under every torch."""
+explain's profile of one combination in one build."""
 
 from __future__ import annotations
 
@@ -17,23 +17,21 @@ from typing import Any
 
 from mpsbench.regressions import serve_build  # PYTHONPATH holds the suite's src
 
-WARM_UP_CALLS = 2  # after the benchmark's own setup, which warms up already
-TIMED_CALLS = (10, 200, 1.0)  # unprofiled calls: at least 10, then up to 200 or 1 s
+WARM_UP_CALLS = 2  # the benchmark's setup warms up already
+TIMED_CALLS = (10, 200, 1.0)  # at least 10, then up to 200 or 1 s
 OUTSIDE_OPS = "(python between ops)"  # torch's ProfilerStep row's self time
 
 
 @dataclass
 class Plan:
-    """What this build's profiler is asked for on the device, and what it lacks there."""
-
     activities: list[Any]  # empty: the legacy autograd profiler
-    basis: str  # "device" (kernel times) or "cpu"
+    basis: str  # "device" or "cpu"
     missing: list[str] = field(default_factory=list)
     signposts: Callable[[], Any] | None = None
 
 
 def plan(torch: Any, device: str) -> Plan:
-    """The profiler's activities for ``device``, each asked only where the build has it."""
+    """The profiler's activities for ``device``, each only where the build has it."""
     activity = getattr(getattr(torch, "profiler", None), "ProfilerActivity", None)
     if activity is None:
         missing = "torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"
@@ -68,14 +66,14 @@ def _device_us(event: Any) -> float:
 
 
 def rows(events: Any) -> list[dict[str, Any]]:
-    """Per op (or kernel) and input shapes: calls, and self times in microseconds, summed and one
-    call's median (which holds where a loaded machine descheduled a few calls)."""
+    """Per op (or kernel) and input shapes: calls, self microseconds summed and one call's median
+    (robust to a few descheduled calls)."""
     grouped: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name
         on_cpu = str(getattr(event, "device_type", "CPU")).rpartition(".")[2] == "CPU"
         if not on_cpu and (name == OUTSIDE_OPS or getattr(event, "is_user_annotation", False)):
-            continue  # an annotation's span on the device's timeline, not a kernel
+            continue  # an annotation's span on the device, not a kernel
         shapes = getattr(event, "input_shapes", None)
         cpu, device = grouped.setdefault(
             ("op" if on_cpu else "kernel", name, str(shapes) if shapes else ""), ([], [])
@@ -106,7 +104,7 @@ def _seconds(call: Callable[[], None]) -> float:
 def profile(
     torch: Any, call: Callable[[], None], calls: int, found: Plan
 ) -> tuple[list[dict[str, Any]], list[float]]:
-    """``calls`` profiled calls after a warm-up: the rows and each call's seconds."""
+    """``calls`` profiled calls after a warm-up: rows and each call's seconds."""
     if not found.activities:
         with torch.autograd.profiler.profile(record_shapes=True) as legacy:
             seconds = [_seconds(call) for _ in range(calls)]
@@ -133,7 +131,7 @@ def profile(
 
 
 def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -> dict[str, Any]:
-    """The combination's setup, warm-up, timed and profiled calls, teardown: OUT_JSON."""
+    """The combination's warm-up, timed and profiled calls: OUT_JSON."""
     torch = serve_build.torch_from(torch_dir)
     from mpsbench.core.asv_internals import get_benchmark_from_name
 
@@ -166,8 +164,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         "device": device,
         "steps_per_call": steps,
         "calls": calls,
-        "call_seconds": min(timed),  # as compare reads a process: contention only adds time
-        "call_seconds_median": statistics.median(timed),
+        "call_seconds": min(timed),  # contention only adds time
         "timed_calls": len(timed),
         "profiled_call_seconds": min(seconds_each),
         "basis": found.basis,

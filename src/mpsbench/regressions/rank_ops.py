@@ -57,7 +57,6 @@ class Ranking:
 
 
 def load(path: Path) -> Any:
-    """asv's ``Results``."""
     if not path.is_file():
         raise UserError(f"no results file {str(path)!r}")
     try:
@@ -69,7 +68,7 @@ def load(path: Path) -> Any:
 def op_times(
     results: Any,
 ) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
-    """Every op time_ combination with a number (not failed, not skipped)."""
+    """Op time_ combinations with a number (not failed or skipped)."""
     times = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
@@ -83,7 +82,7 @@ def op_times(
 
 
 def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) -> Ranking:
-    """Every combination timed in both runs, the largest after/before ratio first."""
+    """The combinations timed in both runs, largest after/before first."""
     old_versions, new_versions = before.benchmark_version, after.benchmark_version
     changed = sorted(
         key.partition(".")[2]
@@ -135,7 +134,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
-    """The one results file of ``commit`` (a hash or a unique prefix) on ``machine``."""
+    """The one results file of ``commit`` (a hash prefix) on ``machine``."""
     where = repr(str(results_dir))
     if not results_dir.is_dir():
         raise UserError(f"no results directory {where}")
@@ -181,7 +180,7 @@ def run(suite: Suite, options: Options) -> int:
         results_dir = options.results_dir or suite.conf.results
         paths = [find_results(results_dir, commit, options.machine) for commit in given]
         print(f"# ranking {paths[0]} -> {paths[1]}")
-    # files from elsewhere, with no asv.conf.json here: asv's own threshold
+    # files from elsewhere: asv's own threshold
     thresholds = suite.conf.thresholds if suite.config_path.is_file() else {}
     print(format_ranking(rank(load(paths[0]), load(paths[1]), thresholds), options.top))
     return 0

@@ -1,5 +1,5 @@
 """``python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD PARENT_PID``: one
-build's rounds of one combination, spawned or forked (docs/explanation/loop.md); JSON lines in and out."""
+build's rounds of one combination, spawned or forked (docs/explanation/loop.md)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from typing import Any, TextIO
 
 PTH_NAME = "mpsbench_build.pth"  # install_build's switch, which a server must not take
 DEFAULT_TIMEOUT = 60.0  # asv's default_benchmark_timeout
-TIMED_OUT = -256  # asv's forkserver's status for a benchmark stopped at its timeout
+TIMED_OUT = -256  # asv's status for a timed-out benchmark
 NO_REPLY = -257
 SPAWN, FORK = MODES = ("spawn", "fork")
-_ENDING: list[int] = []  # forked children that replied, reaped before the next fork
+_ENDING: list[int] = []  # replied children, reaped before the next fork
 
 
 def _site_without_switch() -> None:
@@ -61,7 +61,7 @@ def _die_with(parent: int) -> None:
 
 
 def torch_from(torch_dir: str) -> Any:
-    """torch, imported, or RuntimeError if it does not come from ``torch_dir``."""
+    """torch, or RuntimeError if it is not imported from ``torch_dir``."""
     import torch
 
     where = os.path.abspath(torch.__file__)
@@ -180,7 +180,7 @@ def _forked_round(
     if not line:
         status = os.waitpid(child, 0)[1]
         return {"round": command["round"], "rc": NO_REPLY, "seconds": waited, "status": status}
-    # reaped later: its exit (a device context's teardown) overlaps the next build's setup
+    # reaped later: its exit overlaps the next build's setup
     _ENDING.append(child)
     print(f"serve_build: round {command['round']} replied in {waited:.2f} s", flush=True)
     reply: dict[str, Any] = json.loads(line)
@@ -210,7 +210,7 @@ def main(argv: list[str]) -> int:
         if cuda is not None and cuda.is_initialized():  # a forked child cannot use it
             _say(reply, {"error": "cannot fork rounds: CUDA is initialized in the warm parent"})
             return 3
-        gc.freeze()  # a child's collections neither walk nor copy the imported objects
+        gc.freeze()  # children's collections neither walk nor copy the imports
     ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
     where = os.path.abspath(torch.__file__)
     _say(reply, ready | {"torch_file": where, "mode": mode, "timeout": timeout})
