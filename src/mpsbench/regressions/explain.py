@@ -28,8 +28,8 @@ NAME_SHOWN = 90  # a kernel template's name runs to hundreds
 PROCESS_TIMEOUT = 1800.0  # the model rows' asv timeout
 EXIT_STATUSES = """exit status:
   0  the table was printed (explain judges nothing; compare does)
-  2  bad input (an unknown build, a regex matching no or several combinations or one on an absent
-     device, a build whose process could not run the combination)"""
+  2  bad input: an unknown build, a -b naming no or several combinations or one on an absent
+     device, or a build that could not run it"""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -232,7 +232,7 @@ class Session:
 
     def rounds(
         self, builds: list[Named], most: int | None = None
-    ) -> Generator[dict[str, list[float]], None, None]:
+    ) -> Iterator[dict[str, list[float]]]:
         """Up to ``most`` rounds, yielding each build's times so far; alternating order spreads drift."""
         new = {
             build.name: self.server(build) for build in builds if build.name not in self._servers

@@ -74,8 +74,8 @@ class Gaps:
         if not self.left:
             print(
                 f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were"
-                f" not measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect"
-                f" {good} {bad} --nightlies N` to look among them"
+                f" not measured: the --nightlies budget ({self.wanted}) is spent; `mpsbench bisect {good}"
+                f" {bad} --nightlies N` looks among them"
             )
             return []
         channel = channel_name(good)
@@ -96,8 +96,7 @@ class Gaps:
             picked = spread(inside, self.left)
             print(
                 f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
-                f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}:"
-                f" {', '.join(picked)}"
+                f" (--nightlies {self.wanted}) on {channel}: {', '.join(picked)}"
             )
             for night in picked:
                 history.add_nightly(

@@ -41,15 +41,14 @@ def plan(torch: Any, device: str) -> Plan:
         found.activities.append(activity.CUDA)
         found.basis = "device"
     elif device == "cuda":
-        found.missing.append("cuda kernel times: this build's profiler has no CUDA activity here")
+        found.missing.append("cuda kernel times: no CUDA profiling in this build here")
     elif device == "mps":
         found.missing.append("mps GPU times: torch's profiler times an mps op's cpu side only")
         signposts = getattr(getattr(getattr(torch, "mps", None), "profiler", None), "profile", None)
         if signposts is not None and torch.backends.mps.is_available():
             found.signposts = lambda: signposts(mode="interval", wait_until_completed=False)
             found.missing.append(
-                "mps kernels: torch.mps.profiler's signposts went to Instruments: record with"
-                " xctrace to see them"
+                "mps kernels: torch.mps.profiler's signposts go to Instruments (record with xctrace)"
             )
         else:
             found.missing.append(
@@ -139,8 +138,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
     if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3
         benchmark.set_cache(None)
     params = tuple(benchmark._current_params)  # private: no public way
-    names = list(getattr(benchmark, "param_names", []))
-    device = str(params[names.index("device")]) if "device" in names else "cpu"
+    device = str(dict(zip(getattr(benchmark, "param_names", []), params)).get("device", "cpu"))
     if benchmark.do_setup():
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
     call = functools.partial(benchmark.func, *params)

@@ -183,8 +183,7 @@ def _forked_round(
     # reaped later: its exit overlaps the next build's setup
     _ENDING.append(child)
     print(f"serve_build: round {command['round']} replied in {waited:.2f} s", flush=True)
-    reply: dict[str, Any] = json.loads(line)
-    return reply
+    return dict(json.loads(line))
 
 
 def main(argv: list[str]) -> int:

@@ -57,8 +57,15 @@ class Server:
         mode: str = SPAWN,
     ) -> None:
         self.placed, self.scratch, self.mode = placed, scratch, mode
-        self.command = [str(python), "-S", str(SCRIPT), str(benchmark_dir), benchmark_id]
-        self.command += [placed.torch_dir, mode]
+        self.command = [
+            str(python),
+            "-S",
+            str(SCRIPT),
+            str(benchmark_dir),
+            benchmark_id,
+            placed.torch_dir,
+            mode,
+        ]
         # asv empties PYTHONPATH: here it holds the build's entries
         self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
@@ -122,9 +129,9 @@ class Server:
                 self.start()
         return said
 
-    def tail(self, lines: int = 3) -> str:
-        text = self.log.read_text(errors="replace").split("\n") if self.log.is_file() else []
-        return " | ".join([line for line in text if line.strip()][-lines:]) or "no output"
+    def tail(self) -> str:
+        text = self.log.read_text(errors="replace").splitlines() if self.log.is_file() else []
+        return " | ".join([line for line in text if line.strip()][-3:]) or "no output"
 
     def stop(self) -> None:
         if self.process is not None:
