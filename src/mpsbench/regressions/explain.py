@@ -121,7 +121,6 @@ class Explained:
 def side(build: str, said: list[dict[str, Any]]) -> Side:
     """One build's profiles, per step."""
     first, basis = said[0], said[0]["basis"]
-    # (kind, name) -> per process: [calls, seconds], shapes
     seen: dict[tuple[str, str], list[tuple[list[float], defaultdict[str, float]]]] = {}
     for number, process in enumerate(said):
         steps = process["calls"] * process["steps_per_call"]
@@ -351,7 +350,7 @@ def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's first bad build explained and kept; a failure leaves bisect's answer standing."""
+    """bisect's first bad build explained and kept; a failure leaves bisect's answer."""
     print(f"\nexplaining {first} against {before} (--no-explain leaves it out)", flush=True)
     try:
         found = explain(before, first, options)

@@ -41,7 +41,7 @@ class Named:
 def name_builds(
     refs: list[str], manifest_path: Path, timeline_path: Path, roles: str = ""
 ) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
-    """The builds ``refs`` name, two different ones if ``roles`` names them; writes the timeline."""
+    """The builds ``refs`` name, distinct if ``roles`` names them; writes the timeline."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
     found = []
@@ -104,7 +104,7 @@ class Options:
 
 
 class Session:
-    """Fresh processes of one combination for chosen builds; check_bench first."""
+    """Fresh processes of one combination; check_bench first."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         root = self.root = args.suite_root or asvconf.ROOT
@@ -120,7 +120,7 @@ class Session:
         self.key, self.index, self.combination, self.cpu_row = "", -1, "", False
         self.mode = servers.SPAWN
         self.repeat: int | tuple[int, int, float] = SAMPLES
-        self._servers: dict[str, servers.Server] = {}  # by build, for the whole command
+        self._servers: dict[str, servers.Server] = {}  # by build, whole command
         self.samples: dict[str, int] = {}  # by build, this pass's
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")
@@ -138,7 +138,7 @@ class Session:
         return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
-        # a cancelled CI job's SIGTERM stops servers
+        # SIGTERM (a cancelled CI job) stops servers
         self._default_sigterm = signal.signal(
             signal.SIGTERM, lambda signum, _: sys.exit(128 + signum)
         )
@@ -208,7 +208,7 @@ class Session:
         (self.key, self.index, values), self.combination = matches[0], named[0]
         params = dict(zip(found[self.key].get("param_names", []), values))
         device = params.get("device", "").strip("'")
-        # nothing starts ahead of a cpu row: it would take the row's cores
+        # no process starts ahead: it would take a cpu row's cores
         self.cpu_row = device == "cpu"
         self.mode = round_process(device, self.env)
         if self.cpu_row:
@@ -233,7 +233,7 @@ class Session:
     def rounds(
         self, builds: list[Named], most: int | None = None
     ) -> Iterator[dict[str, list[float]]]:
-        """Up to ``most`` rounds, yielding each build's times so far; alternating order spreads drift."""
+        """Up to ``most`` rounds, yielding each build's times so far; the order alternates (drift)."""
         new = {
             build.name: self.server(build) for build in builds if build.name not in self._servers
         }

@@ -1,5 +1,4 @@
-"""``mpsbench bisect --nightlies N``: nightlies between two adjacent builds, on a channel a rerun
-reuses."""
+"""``mpsbench bisect --nightlies N``: nightlies between two adjacent builds, on a reused channel."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from mpsbench.regressions import serve_build  # PYTHONPATH holds the suite's src
 
 WARM_UP_CALLS = 2  # the benchmark's setup warms up already
 TIMED_CALLS = (10, 200, 1.0)  # at least 10, then up to 200 or 1 s
-OUTSIDE_OPS = "(python between ops)"  # torch's ProfilerStep row's self time
+OUTSIDE_OPS = "(python between ops)"  # torch's ProfilerStep self time
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Plan:
 
 
 def plan(torch: Any, device: str) -> Plan:
-    """The profiler's activities for ``device``, each only where the build has it."""
+    """The profiler's activities for ``device``, where the build has them."""
     activity = getattr(getattr(torch, "profiler", None), "ProfilerActivity", None)
     if activity is None:
         missing = "torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"
@@ -66,7 +66,7 @@ def _device_us(event: Any) -> float:
 
 def rows(events: Any) -> list[dict[str, Any]]:
     """Per op (or kernel) and input shapes: calls, self microseconds summed and one call's median
-    (robust to a few descheduled calls)."""
+    (robust to descheduling)."""
     grouped: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name

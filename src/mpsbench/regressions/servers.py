@@ -44,7 +44,7 @@ def place(
 
 
 class Server:
-    """:meth:`start`, :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
+    """start, ready, then round after round, stop."""
 
     def __init__(
         self,
