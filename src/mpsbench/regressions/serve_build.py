@@ -36,8 +36,8 @@ def _site_without_switch() -> None:
     purelib = sysconfig.get_path(
         "purelib", scheme, {"base": sys.prefix, "platbase": sys.exec_prefix}
     )
-    known = set(sys.path) | {purelib}
     sys.path.append(purelib)
+    known = set(sys.path)
     for name in sorted(os.listdir(purelib)):
         if name.endswith(".pth") and name != PTH_NAME:
             site.addpackage(purelib, name, known)
