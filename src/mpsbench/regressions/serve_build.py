@@ -138,7 +138,10 @@ def _round(
         f" (sampling {sampling:.2f} s)"
     )
     said = {"round": number, "rc": rc, "result": result, "seconds": seconds, "sampling": sampling}
-    return said | {"pid": os.getpid(), **({} if asked is None else {"forked": started - asked})}
+    said["pid"] = os.getpid()
+    if asked is not None:
+        said["forked"] = started - asked
+    return said
 
 
 def _preload() -> dict[str, float]:
