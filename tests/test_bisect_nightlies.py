@@ -106,7 +106,7 @@ def test_bisect_adds_nightlies_between_adjacent_builds_and_names_the_first_slow_
     # six nightlies between, three added (the default), spread by date
     assert (
         f"6 nightlies between nightly@2026-11-10 and nightly@2026-11-17; adding 3 spread by date (--nightlies 3)"
-        f" on channel {channel}, forked from nightly@2026-11-10: 2026-11-12, 2026-11-14, 2026-11-15"
+        f" on {channel}: 2026-11-12, 2026-11-14, 2026-11-15"
     ) in done.stdout
     assert (
         f"first bad build: {channel}@2026-11-15 (the build before it, {channel}@2026-11-14, is good)"

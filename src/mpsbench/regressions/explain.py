@@ -1,5 +1,4 @@
-"""mpsbench explain A B -b ROW: the ops of one combination's step ranked by their change in self
-time from build A to B, profiled in fresh interleaved processes (profile_step.py)."""
+"""mpsbench explain A B -b ROW: one combination's ops ranked by their change in self time, A to B."""
 
 from __future__ import annotations
 
@@ -8,9 +7,8 @@ import hashlib
 import json
 import os
 import statistics
-import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,21 +20,21 @@ from mpsbench.regressions import compare, fresh, profile_step
 
 log = progress.logger(__name__)
 SCRIPT = Path(profile_step.__file__)
-ROUNDS = 2  # processes per build: A B, B A cancels drift between the first and the last
-CALLS = 5  # profiled calls a process
-TOP = 12  # rows shown; every row counts in the sums
-SHAPES_SHOWN = 3  # listed under an op whose shapes differ
-NAME_SHOWN = 90  # characters: a kernel template's run to hundreds
-PROCESS_TIMEOUT = 1800.0  # a hang guard: the model rows' asv timeout
+ROUNDS = 2  # per build: A B then B A cancels drift
+CALLS = 5
+TOP = 12
+SHAPES_SHOWN = 3
+NAME_SHOWN = 90  # a kernel template's name runs to hundreds
+PROCESS_TIMEOUT = 1800.0  # the model rows' asv timeout
 EXIT_STATUSES = """exit status:
-  0  the table was printed (whatever it shows: explain judges nothing; compare does)
-  2  bad input (an unknown build, a regex matching no or several combinations or one on an absent device, a
-     process of either build that could not run the combination)"""
+  0  the table was printed (explain judges nothing; compare does)
+  2  bad input: an unknown build, a -b naming no or several combinations or one on an absent
+     device, or a build that could not run it"""
 
 
 @dataclass(frozen=True)
 class Options:
-    bench: str  # a regex naming ONE combination
+    bench: str
     manifest: Path
     timeline: Path
     machine: str | None = None
@@ -51,7 +49,6 @@ class Options:
 
     @cached_property
     def measuring(self) -> fresh.Options:
-        """Made once, so asv.conf.json is read once."""
         return fresh.Options(
             self.bench,
             self.rounds,
@@ -67,7 +64,7 @@ class Options:
 
 @dataclass(frozen=True)
 class Op:
-    """One op or kernel per step: the median process's calls, the fastest's self time."""
+    """Per step: the median process's calls, the fastest's self time."""
 
     calls: float
     seconds: float
@@ -79,8 +76,8 @@ class Side:
     build: str
     torch: str
     device: str
-    basis: str  # "device" (kernel times) or "cpu"
-    step: float  # seconds per step without the profiler
+    basis: str  # "device" or "cpu"
+    step: float  # without the profiler
     profiled_step: float
     processes: int
     ops: dict[str, Op]
@@ -110,7 +107,7 @@ class Explained:
     kernels: list[Row]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
-    commits: tuple[str, str] = ("", "")  # timeline commits, naming the kept table
+    commits: tuple[str, str] = ("", "")
 
     @property
     def step_change(self) -> float:
@@ -122,9 +119,8 @@ class Explained:
 
 
 def side(build: str, said: list[dict[str, Any]]) -> Side:
-    """One build's processes' profiles (profile_step.py's JSON), per step."""
+    """One build's profiles, per step."""
     first, basis = said[0], said[0]["basis"]
-    # (kind, name) -> each process's [calls, seconds] and calls by shapes; 0 where it never ran
     seen: dict[tuple[str, str], list[tuple[list[float], defaultdict[str, float]]]] = {}
     for number, process in enumerate(said):
         steps = process["calls"] * process["steps_per_call"]
@@ -166,10 +162,10 @@ def diff(combination: str, a: Side, b: Side) -> Explained:
         return sorted(found, key=lambda row: (-row.change, row.name))
 
     notes = []
-    if a.basis != b.basis:  # the profile rows then hold cpu times on both sides
+    if a.basis != b.basis:
         notes.append(
-            "one build's profiler timed the device's kernels and the other's did not"
-            f" ({a.build}: {a.basis}, {b.build}: {b.basis}); the table holds what both have"
+            f"only one build's profiler timed device kernels ({a.build}: {a.basis}, {b.build}:"
+            f" {b.basis}); the table holds what both have"
         )
     return Explained(combination, a, b, rows(a.ops, b.ops), rows(a.kernels, b.kernels), notes=notes)
 
@@ -217,15 +213,14 @@ def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
                 f"{100 * row.after.seconds / b.step:.1f}" if row.after else "-",
             ]
         )
-        # the input shapes whose calls per step differ, largest difference first
-        before, after = (op.shapes if op else {} for op in ops)
-        moved = {s: after.get(s, 0.0) - before.get(s, 0.0) for s in before.keys() | after.keys()}
+        before, after = (Counter(op.shapes if op else {}) for op in ops)
+        moved = after.copy()
+        moved.subtract(before)
         changed = sorted(
             (s for s in moved if s and abs(moved[s]) > 1e-9), key=lambda s: (-abs(moved[s]), s)
         )
         shapes += [
-            f"  {_short(row.name)} shapes: {s} {_calls(before.get(s, 0.0))} ->"
-            f" {_calls(after.get(s, 0.0))} a step"
+            f"  {_short(row.name)} shapes: {s} {_calls(before[s])} -> {_calls(after[s])} a step"
             for s in changed[:SHAPES_SHOWN]
         ]
     if rest := found[top:]:
@@ -241,13 +236,13 @@ def format_explained(found: Explained, top: int = TOP) -> str:
     lines = [
         f"explain {found.combination}: A {a.build} (torch {a.torch}) against B {b.build} (torch"
         f" {b.torch}), {a.processes} + {b.processes} processes, interleaved",
-        f"ops ranked by the change in self time per step ({basis}); A = {a.build}, B = {b.build}",
+        f"ops by their change in self time per step ({basis})",
         *_table(found.ops, b, top, "op"),
     ]
     if found.kernels:
         lines += [
             "",
-            "kernels (device time; the ops' device times above hold them)",
+            "kernels (device time, held in the ops' above)",
             *_table(found.kernels, b, top, "kernel"),
         ]
     left = change - explained
@@ -271,22 +266,28 @@ def format_explained(found: Explained, top: int = TOP) -> str:
 def _profile(
     session: fresh.Session, builds: list[fresh.Named], options: Options
 ) -> dict[str, list[dict[str, Any]]]:
-    """``options.rounds`` fresh processes per build, interleaved: each one's profile."""
     made = {build.name: session.server(build) for build in builds}
     said: dict[str, list[dict[str, Any]]] = {build.name: [] for build in builds}
     total, started = options.rounds * len(builds), time.monotonic()
     for number in range(options.rounds):
         for build in builds if number % 2 == 0 else builds[::-1]:
             out = session.scratch / f"profile-{build.name.replace('@', '-')}-{number}.json"
-            python, _, _, benchmarks, benchmark_id, torch_dir, _ = made[build.name].command
-            command = [python, "-S", str(SCRIPT), benchmarks, benchmark_id, torch_dir, str(out)]
-            command += [str(options.calls), str(os.getpid())]
+            python, _, _, *where, _mode = made[build.name].command
+            command = [
+                python,
+                "-S",
+                str(SCRIPT),
+                *where,
+                str(out),
+                str(options.calls),
+                str(os.getpid()),
+            ]
             output, rc = fresh.run_logged(
                 command, made[build.name].env, options.log, PROCESS_TIMEOUT
             )
-            found: dict[str, Any] = (
-                json.loads(out.read_text()) if out.is_file() else {"error": f"exit status {rc}"}
-            )
+            found: dict[str, Any] = {"error": f"exit status {rc}"}
+            if out.is_file():
+                found = json.loads(out.read_text())
             if "error" in found:
                 tail = " | ".join(output.strip().splitlines()[-2:])
                 raise UserError(
@@ -304,7 +305,6 @@ def _profile(
 
 
 def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
-    """The combination profiled afresh in builds A and B, and what changed."""
     started = time.monotonic()
     compare.check(options.measuring)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline, "A and B")
@@ -312,7 +312,7 @@ def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
         combination = session.check_bench(a.commit)
         log.info(
             f"profiling {combination} in {a.name} and {b.name}: {options.rounds} processes each,"
-            f" {options.calls} profiled calls a process"
+            f" {options.calls} calls a process"
         )
         said = _profile(session, [a, b], options)
     found = diff(combination, side(a.name, said[a.name]), side(b.name, said[b.name]))
@@ -322,7 +322,7 @@ def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
 
 
 def save(found: Explained, path: Path, top: int = TOP) -> None:
-    """The table at ``path``, its numbers beside it as JSON."""
+    """The table, its numbers beside it as JSON."""
     path.write_text(format_explained(found, top) + "\n")
     path.with_name(path.name + ".json").write_text(
         json.dumps(dataclasses.asdict(found), indent=1) + "\n"
@@ -335,8 +335,7 @@ def run(a_ref: str, b_ref: str, options: Options) -> int:
     if options.save is not None:
         save(found, options.save, options.top)
     if options.keep:
-        print(f"the table is kept for the site in {keep(found, options)}")
-    sys.stdout.flush()
+        print(f"kept for the site in {keep(found, options)}")
     return 0
 
 
@@ -345,18 +344,14 @@ def stored(results: Path) -> Path:
 
 
 def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
-    """A kept table's file name, which the site finds by the same three."""
+    """A kept table's name, which the site finds by the same three."""
     named = f"{combination}\0{old_commit}\0{new_commit}".encode()
     return hashlib.sha256(named).hexdigest()[:20] + ".txt"
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's first bad build explained against the one before and kept; a failure is one line and
-    bisect's answer stands."""
-    print(
-        f"\nexplaining {first} against {before}: mpsbench explain (--no-explain leaves it out)",
-        flush=True,
-    )
+    """bisect's first bad build explained and kept; a failure leaves bisect's answer."""
+    print(f"\nexplaining {first} against {before} (--no-explain leaves it out)", flush=True)
     try:
         found = explain(before, first, options)
     except UserError as exc:
@@ -365,8 +360,7 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
     print(format_explained(found, options.top))
     path = keep(found, options)
     print(
-        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; the table is"
-        f" kept in {path}"
+        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; kept in {path}"
     )
     return path
 

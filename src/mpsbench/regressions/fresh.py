@@ -1,5 +1,4 @@
-"""Builds measured afresh, never into the recorded results: a build server each (servers.py), rounds
-interleaved across builds until the caller decides (docs/explanation/the-rule.md)."""
+"""Builds measured afresh, never into the recorded results (docs/explanation/the-rule.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,13 +25,11 @@ from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
 TIME_BUDGET_MINUTES = 20.0  # then undecided (exit 3)
-WORKDIR = Path(".asv/fresh")  # the derived config, its asv environment and listing
+WORKDIR = Path(".asv/fresh")
 SAMPLES = 10  # processes, not samples, carry the spread that decides
-# a cpu row's and a forked round's repeat: a second of samples (docs/explanation/loop.md)
-REPEAT_A_SECOND = (SAMPLES, 200, 1.0)
-# where a forked round's A/A matched fresh interpreters' (docs/explanation/loop.md)
-FORKED_DEVICES = frozenset({"cuda"})
-ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"  # fork or spawn: to measure the choice
+REPEAT_A_SECOND = (SAMPLES, 200, 1.0)  # a cpu row's and a forked round's (docs/explanation/loop.md)
+FORKED_DEVICES = frozenset({"cuda"})  # where forked rounds' A/A matched spawned (loop.md)
+ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"
 
 
 @dataclass(frozen=True)
@@ -44,8 +41,7 @@ class Named:
 def name_builds(
     refs: list[str], manifest_path: Path, timeline_path: Path, roles: str = ""
 ) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
-    """The builds ``refs`` name (CHANNEL@ID, timeline hash prefix or tag), two of them different
-    where ``roles`` names them; writes the timeline."""
+    """The builds ``refs`` name, distinct if ``roles`` names them; writes the timeline."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
     found = []
@@ -61,13 +57,13 @@ def name_builds(
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
-    """The builds from the root of ``name``'s channel family to ``name``, oldest first."""
-    channel_name, _, build_id = name.partition("@")
-    channel = manifest.channel(channel_name)
+    """The builds from ``name``'s channel root to it, oldest first."""
+    channel = manifest.channel(name.partition("@")[0])
     assert channel is not None
-    ids = [build.id for build in channel.builds]
-    own = [f"{channel_name}@{i}" for i in ids[: ids.index(build_id) + 1]]
-    return (lineage(manifest, channel.parent) if channel.parent else []) + own
+    own = [f"{channel.name}@{build.id}" for build in channel.builds]
+    return (lineage(manifest, channel.parent) if channel.parent else []) + own[
+        : own.index(name) + 1
+    ]
 
 
 def log_output(log: Path | None, command: list[str], output: str) -> None:
@@ -79,7 +75,7 @@ def log_output(log: Path | None, command: list[str], output: str) -> None:
 def run_logged(
     command: list[str], env: dict[str, str], log: Path | None, timeout: float | None = None
 ) -> tuple[str, int]:
-    """A process's output and exit status (-1: timed out), logged to ``--log``."""
+    """A process's output and exit status (-1: timed out), logged."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
         output, rc = done.stdout + done.stderr, done.returncode
@@ -91,8 +87,6 @@ def run_logged(
 
 @dataclass(frozen=True)
 class Options:
-    """What compare and bisect measure with."""
-
     bench: str
     min_rounds: int
     max_rounds: int
@@ -101,17 +95,16 @@ class Options:
     machine: str | None = None
     log: Path | None = None
     threads: int | None = None
-    suite_root: Path | None = None  # a stand-in suite
+    suite_root: Path | None = None
     minutes: float = TIME_BUDGET_MINUTES
 
     @cached_property
     def conf(self) -> asvconf.AsvConf:
-        """The suite's asv.conf.json, read once."""
         return asvconf.load((self.suite_root or asvconf.ROOT) / asvconf.CONFIG)
 
 
 class Session:
-    """Fresh processes of one combination for chosen builds; :meth:`check_bench` first."""
+    """Fresh processes of one combination; check_bench first."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         root = self.root = args.suite_root or asvconf.ROOT
@@ -122,12 +115,12 @@ class Session:
         self.machine = args.machine or machine.write()[0]
         threads = {} if args.threads is None else {"OMP_NUM_THREADS": str(args.threads)}
         self.env = dict(os.environ, **threads)
-        busy = " or, for a cpu row on a busy machine, --threads 1"
-        self.quieter = verdict.QUIETER + ("" if args.threads else busy)
+        busy = "" if args.threads else " or, for a cpu row on a busy machine, --threads 1"
+        self.quieter = verdict.QUIETER + busy
         self.key, self.index, self.combination, self.cpu_row = "", -1, "", False
         self.mode = servers.SPAWN
         self.repeat: int | tuple[int, int, float] = SAMPLES
-        self._servers: dict[str, servers.Server] = {}  # by build, for the whole command
+        self._servers: dict[str, servers.Server] = {}  # by build, whole command
         self.samples: dict[str, int] = {}  # by build, this pass's
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")
@@ -145,7 +138,7 @@ class Session:
         return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
-        # a cancelled CI job's SIGTERM stops the servers too
+        # SIGTERM (a cancelled CI job) stops servers
         self._default_sigterm = signal.signal(
             signal.SIGTERM, lambda signum, _: sys.exit(128 + signum)
         )
@@ -167,21 +160,18 @@ class Session:
         for folder in (self.benchmarks, self.root / "src"):
             for path in sorted(Path(folder).rglob("*.py")):
                 digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
-        kept = self.root / WORKDIR / f"benchmarks-{digest.hexdigest()[:16]}.json"
+        kept = self.config.parent / f"benchmarks-{digest.hexdigest()[:16]}.json"
         with contextlib.suppress(asv.AsvError):  # no environment yet
             asv.environment_python(self.config)
             if kept.is_file():
                 return kept
         hashes = self.scratch / "hashes"
         hashes.write_text(commit + "\n")
-        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config)]
-        command += ["--machine", self.machine, "--bench", "just-discover", "--show-stderr"]
-        command.append(f"HASHFILE:{hashes}")
-        # asv installs the build into WORKDIR's environment: one command at a time
-        lock = self.root / WORKDIR / "env"
-        lock.parent.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine"]
+        command += [self.machine, "--bench", "just-discover", "--show-stderr", f"HASHFILE:{hashes}"]
+        # asv installs the build: one command at a time
         said = f"waiting for another compare or bisect in {self.root}"
-        with files.lock(lock, waiting=lambda: log.info(said)):
+        with files.lock(self.config.parent / "env", waiting=lambda: log.info(said)):
             printed, rc = run_logged(command, self.env, self.log)
         listing = self.scratch / "results" / "benchmarks.json"
         if rc != 0 or not listing.is_file():
@@ -211,18 +201,14 @@ class Session:
             )
             for key, indexes in found.benchmark_selection.items()
             if key in found
-            for index in (indexes if indexes is not None else [-1])
+            for index in indexes or [-1]
         ]
-        one_combination(
-            self.bench,
-            [asv.combination(key, values) for key, _, values in matches],
-            ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"",
-        )
-        self.key, self.index, values = matches[0]
-        self.combination = asv.combination(self.key, values)
-        names = list(found[self.key].get("param_names", []))
-        device = values[names.index("device")].strip("'") if "device" in names else None
-        # a cpu row: no process starts ahead, to take the cores the row is timed on
+        named = [asv.combination(key, values) for key, _, values in matches]
+        one_combination(self.bench, named, ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
+        (self.key, self.index, values), self.combination = matches[0], named[0]
+        params = dict(zip(found[self.key].get("param_names", []), values))
+        device = params.get("device", "").strip("'")
+        # no process starts ahead: it would take a cpu row's cores
         self.cpu_row = device == "cpu"
         self.mode = round_process(device, self.env)
         if self.cpu_row:
@@ -231,7 +217,6 @@ class Session:
         return self.combination
 
     def server(self, build: Named) -> servers.Server:
-        """A server of ``build`` for the combination, not started."""
         python = asv.environment_python(self.config)
         placed = servers.place(
             python,
@@ -247,9 +232,8 @@ class Session:
 
     def rounds(
         self, builds: list[Named], most: int | None = None
-    ) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``most`` rounds of a process per build, yielding each build's process times (fastest
-        samples) so far; the order reverses every other round so drift hits all builds alike."""
+    ) -> Iterator[dict[str, list[float]]]:
+        """Up to ``most`` rounds, yielding each build's times so far; the order alternates (drift)."""
         new = {
             build.name: self.server(build) for build in builds if build.name not in self._servers
         }
@@ -266,11 +250,12 @@ class Session:
             for build in builds if number % 2 else builds[::-1]:
                 server = self._servers[build.name]
                 said = server.round(number, params, ahead=not self.cpu_row and number < last)
-                result, rc = said.get("result"), said.get("rc")
+                result, rc = said.get("result"), said["rc"]
                 samples = result.get("samples") if isinstance(result, dict) else None
                 if rc != 0 or not isinstance(samples, list) or not samples:
-                    why = f"exit status {rc}" if rc else "skipped (n/a)"
-                    why = "timed out" if rc == servers.TIMED_OUT else why
+                    why = {0: "skipped (n/a)", servers.TIMED_OUT: "timed out"}.get(
+                        rc, f"exit status {rc}"
+                    )
                     raise errors.UserError(
                         f"{self.combination} gave no value in round {number} for {build.name}"
                         f" ({why}): {server.tail()}"
@@ -298,7 +283,7 @@ def round_process(device: str | None, env: dict[str, str]) -> str:
 
 
 def one_combination(bench: str, found: list[str], hint: str) -> None:
-    """Refuses a ``-b`` regex that names no or several combinations (``found``)."""
+    """Refuses a ``-b`` regex naming no or several combinations."""
     if len(found) != 1:
         shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
         raise errors.UserError(

@@ -1,5 +1,4 @@
-"""``mpsbench bisect --nightlies N``: up to N nightlies between two adjacent builds, spread by date,
-on a channel forked from the good one, which a rerun reuses (no timeline hash changes)."""
+"""``mpsbench bisect --nightlies N``: nightlies between two adjacent builds, on a reused channel."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from mpsbench.builds import manifest as mf
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import fresh
 
-DEFAULT = 3  # a binary search over three new builds is exactly two steps
+DEFAULT = 3  # a binary search over three builds is two steps
 PREFIX = "bisect-"
 
 
@@ -23,7 +22,7 @@ def day(build: mf.Build) -> date:
 
 
 def spread(dates: list[str], count: int) -> list[str]:
-    """At most ``count`` of the sorted ``dates``, cutting them into ``count + 1`` equal runs."""
+    """At most ``count`` of ``dates``, cutting them into ``count + 1`` equal runs."""
     if len(dates) <= count:
         return list(dates)
     picks = {round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)}
@@ -31,14 +30,14 @@ def spread(dates: list[str], count: int) -> list[str]:
 
 
 def channel_name(good: str) -> str:
-    """``bisect-CHANNEL-ID`` for ``good`` (CHANNEL@ID), never ``bisect-bisect-...``."""
+    """``bisect-CHANNEL-ID``, never ``bisect-bisect-...``."""
     channel, _, build_id = good.partition("@")
     return f"{PREFIX}{channel.removeprefix(PREFIX)}-{build_id}"
 
 
 @dataclass(frozen=True)
 class Options:
-    nightlies: int | None = None  # at most how many to add
+    nightlies: int | None = None
     indexes: tuple[str, ...] = ()  # (): PyTorch's
     transformers: str | None = None
     transformers_index: str = resolve.PYPI
@@ -46,7 +45,7 @@ class Options:
 
 @dataclass
 class Gaps:
-    """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
+    """Fills a bisection's last gaps with nightlies while the budget lasts."""
 
     args: Options
     files: fresh.Options
@@ -62,7 +61,6 @@ class Gaps:
         return resolve.nightly_dates(self.indexes)
 
     def fill(self, good: str, bad: str) -> list[fresh.Named]:
-        """The nightlies added between two adjacent builds, oldest first."""
         if not self.wanted:
             return []
         low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))
@@ -75,8 +73,8 @@ class Gaps:
         if not self.left:
             print(
                 f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were"
-                f" not measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect"
-                f" {good} {bad} --nightlies N` to look among them"
+                f" not measured: the --nightlies budget ({self.wanted}) is spent; `mpsbench bisect {good}"
+                f" {bad} --nightlies N` looks among them"
             )
             return []
         channel = channel_name(good)
@@ -97,8 +95,7 @@ class Gaps:
             picked = spread(inside, self.left)
             print(
                 f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
-                f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}:"
-                f" {', '.join(picked)}"
+                f" (--nightlies {self.wanted}) on {channel}: {', '.join(picked)}"
             )
             for night in picked:
                 history.add_nightly(

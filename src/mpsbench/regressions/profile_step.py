@@ -1,5 +1,5 @@
 """``python -S profile_step.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR OUT_JSON STEPS PARENT_PID``:
-explain's profile of one combination's steps in one build's environment, under every torch."""
+explain's profile of one combination in one build."""
 
 from __future__ import annotations
 
@@ -17,23 +17,21 @@ from typing import Any
 
 from mpsbench.regressions import serve_build  # PYTHONPATH holds the suite's src
 
-WARM_UP_CALLS = 2  # after the benchmark's own setup, which warms up already
-TIMED_CALLS = (10, 200, 1.0)  # unprofiled calls: at least 10, then more up to 200 or 1 s
-OUTSIDE_OPS = "(python between ops)"  # the table's name for torch's ProfilerStep row's self time
+WARM_UP_CALLS = 2  # the benchmark's setup warms up already
+TIMED_CALLS = (10, 200, 1.0)  # at least 10, then up to 200 or 1 s
+OUTSIDE_OPS = "(python between ops)"  # torch's ProfilerStep self time
 
 
 @dataclass
 class Plan:
-    """What this build's profiler is asked for on the device, and what it lacks there."""
-
     activities: list[Any]  # empty: the legacy autograd profiler
-    basis: str  # "device" (kernel times) or "cpu"
+    basis: str  # "device" or "cpu"
     missing: list[str] = field(default_factory=list)
-    signposts: Callable[[], Any] | None = None  # torch.mps.profiler's
+    signposts: Callable[[], Any] | None = None
 
 
 def plan(torch: Any, device: str) -> Plan:
-    """The profiler's activities for ``device``, each asked only where the build has it."""
+    """The profiler's activities for ``device``, where the build has them."""
     activity = getattr(getattr(torch, "profiler", None), "ProfilerActivity", None)
     if activity is None:
         missing = "torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"
@@ -43,18 +41,14 @@ def plan(torch: Any, device: str) -> Plan:
         found.activities.append(activity.CUDA)
         found.basis = "device"
     elif device == "cuda":
-        found.missing.append("cuda kernel times: this build's profiler has no CUDA activity here")
+        found.missing.append("cuda kernel times: no CUDA profiling in this build here")
     elif device == "mps":
-        found.missing.append(
-            "mps GPU times: torch's profiler sees each mps op's cpu side (its encoding): the"
-            " table's times are the cpu's"
-        )
+        found.missing.append("mps GPU times: torch's profiler times an mps op's cpu side only")
         signposts = getattr(getattr(getattr(torch, "mps", None), "profiler", None), "profile", None)
         if signposts is not None and torch.backends.mps.is_available():
             found.signposts = lambda: signposts(mode="interval", wait_until_completed=False)
             found.missing.append(
-                "mps kernels: torch.mps.profiler's signposts went to Instruments, which Python"
-                " cannot read: record with xctrace to see them"
+                "mps kernels: torch.mps.profiler's signposts go to Instruments (record with xctrace)"
             )
         else:
             found.missing.append(
@@ -64,22 +58,21 @@ def plan(torch: Any, device: str) -> Plan:
 
 
 def _device_us(event: Any) -> float:
-    """The event's self time on the device (torch < 2.4: its cuda time)."""
-    for name in ("self_device_time_total", "self_cuda_time_total"):
+    for name in ("self_device_time_total", "self_cuda_time_total"):  # torch < 2.4: cuda
         if (value := getattr(event, name, None)) is not None:
             return float(value)
     return 0.0
 
 
 def rows(events: Any) -> list[dict[str, Any]]:
-    """The events per op (or kernel) and input shapes: calls, and self times in microseconds summed
-    and one call's median (which holds where a loaded machine descheduled a few calls)."""
+    """Per op (or kernel) and input shapes: calls, self microseconds summed and one call's median
+    (robust to descheduling)."""
     grouped: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name
         on_cpu = str(getattr(event, "device_type", "CPU")).rpartition(".")[2] == "CPU"
         if not on_cpu and (name == OUTSIDE_OPS or getattr(event, "is_user_annotation", False)):
-            continue  # an annotation's span on the device's timeline, not a kernel
+            continue  # an annotation's span on the device, not a kernel
         shapes = getattr(event, "input_shapes", None)
         cpu, device = grouped.setdefault(
             ("op" if on_cpu else "kernel", name, str(shapes) if shapes else ""), ([], [])
@@ -110,7 +103,7 @@ def _seconds(call: Callable[[], None]) -> float:
 def profile(
     torch: Any, call: Callable[[], None], calls: int, found: Plan
 ) -> tuple[list[dict[str, Any]], list[float]]:
-    """``calls`` profiled calls after a warm-up: the rows and each call's seconds."""
+    """``calls`` profiled calls after a warm-up: rows and each call's seconds."""
     if not found.activities:
         with torch.autograd.profiler.profile(record_shapes=True) as legacy:
             seconds = [_seconds(call) for _ in range(calls)]
@@ -137,21 +130,20 @@ def profile(
 
 
 def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -> dict[str, Any]:
-    """The combination's setup, warm-up, timed and profiled calls, teardown: OUT_JSON."""
+    """The combination's warm-up, timed and profiled calls: OUT_JSON."""
     torch = serve_build.torch_from(torch_dir)
     from mpsbench.core.asv_internals import get_benchmark_from_name
 
     benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)
-    if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3: no setup_cache here
+    if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3
         benchmark.set_cache(None)
     params = tuple(benchmark._current_params)  # private: no public way
-    names = list(getattr(benchmark, "param_names", []))
-    device = str(params[names.index("device")]) if "device" in names else "cpu"
+    device = str(dict(zip(getattr(benchmark, "param_names", []), params)).get("device", "cpu"))
     if benchmark.do_setup():
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
     call = functools.partial(benchmark.func, *params)
     try:
-        # what asv divides a sample's clock by: the suite's StepTimer's steps a call
+        # what asv divides a sample's clock by
         steps = getattr(benchmark.timer, "steps_per_call", 1)
         steps = steps if isinstance(steps, int) and steps > 0 else 1
         for _ in range(WARM_UP_CALLS):
@@ -170,8 +162,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         "device": device,
         "steps_per_call": steps,
         "calls": calls,
-        "call_seconds": min(timed),  # as compare reads a process: contention only ever adds time
-        "call_seconds_median": statistics.median(timed),
+        "call_seconds": min(timed),  # contention only adds time
         "timed_calls": len(timed),
         "profiled_call_seconds": min(seconds_each),
         "basis": found.basis,

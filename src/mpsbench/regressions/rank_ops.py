@@ -1,5 +1,5 @@
-"""mpsbench ops-rank: every op combination timed in two results files or commits, the largest
-slowdown first; only time_ benchmarks count, and one whose version changed is left out and named."""
+"""mpsbench ops-rank: the op combinations timed in two results files or commits, largest slowdown
+first; time_ benchmarks only, those whose version changed left out and named."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ HEADER = [
 class Options:
     before: str  # a results file, or a commit
     after: str
-    results_dir: Path | None = None  # for commits
-    machine: str | None = None  # for commits
+    results_dir: Path | None = None
+    machine: str | None = None
     top: int | None = None
 
 
@@ -41,7 +41,7 @@ class Options:
 class Slowdown:
     benchmark: str  # class.method
     params: tuple[str, ...]
-    before: float  # seconds a call
+    before: float  # seconds
     after: float
     judgement: rule.Judgement
 
@@ -53,11 +53,10 @@ class Slowdown:
 @dataclass(frozen=True)
 class Ranking:
     slowdowns: list[Slowdown]
-    version_changed: list[str]  # benchmarks left out
+    version_changed: list[str]
 
 
 def load(path: Path) -> Any:
-    """asv's ``Results`` of ``path``."""
     if not path.is_file():
         raise UserError(f"no results file {str(path)!r}")
     try:
@@ -69,7 +68,7 @@ def load(path: Path) -> Any:
 def op_times(
     results: Any,
 ) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
-    """Every op time_ combination with a number (not failed, not skipped)."""
+    """Op time_ combinations with a number (not failed or skipped)."""
     times = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
@@ -83,7 +82,7 @@ def op_times(
 
 
 def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) -> Ranking:
-    """Every combination timed in both runs, the largest after/before ratio first."""
+    """The combinations timed in both runs, largest after/before first."""
     old_versions, new_versions = before.benchmark_version, after.benchmark_version
     changed = sorted(
         key.partition(".")[2]
@@ -135,19 +134,20 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
-    """The one results file of ``commit`` (a hash or a unique prefix) on ``machine``."""
+    """The one results file of ``commit`` (a hash prefix) on ``machine``."""
     where = repr(str(results_dir))
     if not results_dir.is_dir():
         raise UserError(f"no results directory {where}")
     machines = sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
     named = ", ".join(machines) or "none"
-    if machine is None and len(machines) != 1:
-        raise UserError(
-            f"{where} holds results of several machines or none ({named}); pass --machine"
-        )
-    if machine is not None and machine not in machines:
+    if machine is None:
+        if len(machines) != 1:
+            raise UserError(
+                f"{where} holds {len(machines)} machines' results ({named}): pass --machine"
+            )
+        machine = machines[0]
+    elif machine not in machines:
         raise UserError(f"no machine {machine!r} in {where}; choose one of: {named}")
-    machine = machine or machines[0]
     full = recorded.full_hash(results_dir, machine, commit)
     paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
     if not paths:
@@ -163,14 +163,14 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
 def run(suite: Suite, options: Options) -> int:
     given = (options.before, options.after)
     paths = [Path(name) for name in given]
-    as_files = {name.endswith(".json") or path.is_file() for name, path in zip(given, paths)}
+    as_files = {name.endswith(".json") or Path(name).is_file() for name in given}
     if len(as_files) > 1:
         raise UserError(
             f"give two results files or two commits, not one of each: {options.before!r},"
             f" {options.after!r}"
         )
     if as_files == {False}:
-        print("# record the op benchmarks of both builds (what is missing only):")
+        print("# record both builds' op benchmarks (only what is missing):")
         machine = options.machine or '"$(mpsbench machine --quiet)"'
         for commit in given:
             print(
@@ -180,7 +180,7 @@ def run(suite: Suite, options: Options) -> int:
         results_dir = options.results_dir or suite.conf.results
         paths = [find_results(results_dir, commit, options.machine) for commit in given]
         print(f"# ranking {paths[0]} -> {paths[1]}")
-    # two files from elsewhere, with no asv.conf.json here: asv's own threshold
+    # files from elsewhere: asv's own threshold
     thresholds = suite.conf.thresholds if suite.config_path.is_file() else {}
     print(format_ranking(rank(load(paths[0]), load(paths[1]), thresholds), options.top))
     return 0

@@ -1,6 +1,5 @@
 """``python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD PARENT_PID``: one
-build's rounds of one combination through asv_runner, one round (spawn) or a child a round forked from
-a warm parent (fork; docs/explanation/loop.md); JSON lines in on stdin, out on REPLY_FD."""
+build's rounds of one combination, spawned or forked (docs/explanation/loop.md)."""
 
 from __future__ import annotations
 
@@ -20,27 +19,25 @@ import time
 import traceback
 from typing import Any, TextIO
 
-PTH_NAME = "mpsbench_build.pth"  # install_build.PTH_NAME: the switch a server must not take
+PTH_NAME = "mpsbench_build.pth"  # install_build's switch, which a server must not take
 DEFAULT_TIMEOUT = 60.0  # asv's default_benchmark_timeout
-TIMED_OUT = -256  # asv's forkserver's status for a benchmark stopped at its timeout
-NO_REPLY = -257  # a forked child that ended without a reply
+TIMED_OUT = -256  # asv's status for a timed-out benchmark
+NO_REPLY = -257
 SPAWN, FORK = MODES = ("spawn", "fork")
-_ENDING: list[int] = []  # forked children that replied, reaped before the next fork
+_ENDING: list[int] = []  # replied children, reaped before the next fork
 
 
 def _site_without_switch() -> None:
-    """The environment's site-packages and .pth files, except install_build's switch."""
     venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
     if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # site.venv()'s work, which -S skipped
         sys.prefix = sys.exec_prefix = venv
-    # Debian's default scheme, posix_local, is not a venv's
-    names = sysconfig.get_scheme_names()
+    names = sysconfig.get_scheme_names()  # Debian's default, posix_local, is not a venv's
     scheme = "venv" if "venv" in names else ("nt" if os.name == "nt" else "posix_prefix")
     purelib = sysconfig.get_path(
         "purelib", scheme, {"base": sys.prefix, "platbase": sys.exec_prefix}
     )
-    known = set(sys.path) | {purelib}
     sys.path.append(purelib)
+    known = set(sys.path)
     for name in sorted(os.listdir(purelib)):
         if name.endswith(".pth") and name != PTH_NAME:
             site.addpackage(purelib, name, known)
@@ -55,7 +52,7 @@ def _die_with(parent: int) -> None:
             os._exit(1)
         return
 
-    def watch() -> None:  # macOS has no such call
+    def watch() -> None:  # macOS has no prctl
         while os.getppid() == parent:
             time.sleep(0.2)
         os._exit(1)
@@ -64,16 +61,14 @@ def _die_with(parent: int) -> None:
 
 
 def torch_from(torch_dir: str) -> Any:
-    """torch, imported, or RuntimeError if it does not come from ``torch_dir`` (or the folder its
-    links resolve to)."""
+    """torch, or RuntimeError if it is not imported from ``torch_dir``."""
     import torch
 
     where = os.path.abspath(torch.__file__)
-    pairs = (
-        (where, os.path.abspath(torch_dir)),
-        (os.path.realpath(where), os.path.realpath(torch_dir)),
-    )
-    if not any(path.startswith(os.path.join(base, "")) for path, base in pairs):
+    if not any(
+        resolve(where).startswith(os.path.join(resolve(torch_dir), ""))
+        for resolve in (os.path.abspath, os.path.realpath)
+    ):
         raise RuntimeError(
             f"torch {getattr(torch, '__version__', '?')} was imported from"
             f" {os.path.dirname(where)}, not from the build's {torch_dir}"
@@ -99,8 +94,7 @@ def _round(
     reply: TextIO,
     asked: float | None = None,
 ) -> dict[str, Any]:
-    """One round as asv_runner's private ``run._run`` runs it, stopped at ``timeout``; a forked one
-    (``asked``: when) also says how long the fork took."""
+    """One round as asv_runner's private ``run._run`` runs it, stopped at ``timeout``."""
     from asv_runner.benchmarks.mark import SkipNotImplemented
     from asv_runner.discovery import get_benchmark_from_name
 
@@ -144,7 +138,10 @@ def _round(
         f" (sampling {sampling:.2f} s)"
     )
     said = {"round": number, "rc": rc, "result": result, "seconds": seconds, "sampling": sampling}
-    return said | {"pid": os.getpid()} | ({} if asked is None else {"forked": started - asked})
+    said["pid"] = os.getpid()
+    if asked is not None:
+        said["forked"] = started - asked
+    return said
 
 
 def _preload() -> dict[str, float]:
@@ -159,13 +156,12 @@ def _preload() -> dict[str, float]:
 
 
 def _forked_round(
-    dir_: str, bench_id: str, command: dict[str, Any], timeout: float, parent: int
+    dir_: str, bench_id: str, command: dict[str, Any], timeout: float
 ) -> dict[str, Any]:
-    """A child that runs one round and ends; its reply (or NO_REPLY with its wait status)."""
     for pid in _ENDING:
         os.waitpid(pid, 0)
     _ENDING.clear()
-    asked = time.perf_counter()
+    asked, parent = time.perf_counter(), os.getpid()
     read, write = os.pipe()
     _flush()
     child = os.fork()
@@ -187,11 +183,10 @@ def _forked_round(
     if not line:
         status = os.waitpid(child, 0)[1]
         return {"round": command["round"], "rc": NO_REPLY, "seconds": waited, "status": status}
-    # reaped later: its exit (a device context's teardown) overlaps the next build's setup
+    # reaped later: its exit overlaps the next build's setup
     _ENDING.append(child)
     print(f"serve_build: round {command['round']} replied in {waited:.2f} s", flush=True)
-    reply: dict[str, Any] = json.loads(line)
-    return reply
+    return dict(json.loads(line))
 
 
 def main(argv: list[str]) -> int:
@@ -217,18 +212,15 @@ def main(argv: list[str]) -> int:
         if cuda is not None and cuda.is_initialized():  # a forked child cannot use it
             _say(reply, {"error": "cannot fork rounds: CUDA is initialized in the warm parent"})
             return 3
-        gc.freeze()  # a child's collections neither walk nor copy the imported objects
+        gc.freeze()  # children's collections neither walk nor copy the imports
     ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
-    _say(
-        reply,
-        {**ready, "torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
-    )
-    if mode == SPAWN:
-        if line := sys.stdin.readline():
-            _say(reply, _round(dir_, bench_id, json.loads(line), timeout, reply))
-        return 0
+    where = os.path.abspath(torch.__file__)
+    _say(reply, ready | {"torch_file": where, "mode": mode, "timeout": timeout})
     for line in sys.stdin:
-        _say(reply, _forked_round(dir_, bench_id, json.loads(line), timeout, os.getpid()))
+        if mode == SPAWN:
+            _say(reply, _round(dir_, bench_id, json.loads(line), timeout, reply))
+            return 0
+        _say(reply, _forked_round(dir_, bench_id, json.loads(line), timeout))
     return 0
 
 

@@ -1,5 +1,4 @@
-"""compare's and bisect's build servers (serve_build.py), one a build in asv's environment with the
-build's own sys.path entries, stopped on every way out."""
+"""compare's and bisect's build servers, one a build, stopped on every way out."""
 
 from __future__ import annotations
 
@@ -22,8 +21,6 @@ TIMED_OUT, SPAWN, FORK = serve_build.TIMED_OUT, serve_build.SPAWN, serve_build.F
 
 @dataclass(frozen=True)
 class Placed:
-    """A build's sys.path entries, the folder torch must come from, the variables it sets."""
-
     build: str
     paths: list[str]
     torch_dir: str
@@ -33,7 +30,7 @@ class Placed:
 def place(
     python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, env: dict[str, str]
 ) -> Placed:
-    """``build`` (a timeline commit's build.json) installed into the cache once, and placed."""
+    """``build`` (a build.json) installed once, and placed."""
     folder = Path(tempfile.mkdtemp(prefix="build-", dir=scratch))
     (folder / "build.json").write_text(json.dumps(build))
     command = [str(python), str(INSTALLER), "paths", str(folder), str(suite_src)]
@@ -47,7 +44,7 @@ def place(
 
 
 class Server:
-    """:meth:`start`, :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
+    """start, ready, then round after round, stop."""
 
     def __init__(
         self,
@@ -60,9 +57,16 @@ class Server:
         mode: str = SPAWN,
     ) -> None:
         self.placed, self.scratch, self.mode = placed, scratch, mode
-        self.command = [str(python), "-S", str(SCRIPT), str(benchmark_dir), benchmark_id]
-        self.command += [placed.torch_dir, mode]
-        # asv hands a benchmark PYTHONPATH empty: here it holds exactly the build's entries
+        self.command = [
+            str(python),
+            "-S",
+            str(SCRIPT),
+            str(benchmark_dir),
+            benchmark_id,
+            placed.torch_dir,
+            mode,
+        ]
+        # asv empties PYTHONPATH: here it holds the build's entries
         self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -104,8 +108,7 @@ class Server:
         return said
 
     def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
-        """Round ``number`` with asv's ``-a`` ``params``; spawned, with ``ahead`` the next round's
-        process starts as this one ends."""
+        """Round ``number`` with asv's ``-a`` ``params``; spawned, ``ahead`` starts the next process."""
         if self.process is None:
             self.start()
         if not self.is_ready:
@@ -126,9 +129,9 @@ class Server:
                 self.start()
         return said
 
-    def tail(self, lines: int = 3) -> str:
-        text = self.log.read_text(errors="replace").split("\n") if self.log.is_file() else []
-        return " | ".join([line for line in text if line.strip()][-lines:]) or "no output"
+    def tail(self) -> str:
+        text = self.log.read_text(errors="replace").splitlines() if self.log.is_file() else []
+        return " | ".join([line for line in text if line.strip()][-3:]) or "no output"
 
     def stop(self) -> None:
         if self.process is not None:
