@@ -461,7 +461,9 @@ def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
         for line in rounds
         for part in line.split(": ", 1)[1].split(";")[0].split(", ")
     ]
-    assert len(ours) == 8, done.stdout
+    # an undecided pair goes on past --max-rounds while the budget lasts (extra looks): the planned 4 rounds
+    assert len(ours) >= 8, done.stdout
+    ours = ours[:8]
     taken = [
         int(line.split(" processes (")[1].split()[0])
         for line in done.stdout.splitlines()
