@@ -57,10 +57,9 @@ def plan(suite: Suite, given: asv.RunArgs | None) -> list[asv.RunArgs]:
         log.info(line)
     runs = []
     for python in defaults.pythons(planned):
-        hashes = suite.hashfile(python)
         commits = [suite.timeline.commits[item.ref] for item in planned if python in item.pythons]
-        hashes.write_text("".join(f"{commit}\n" for commit in commits))
-        runs.append(asv.run_args(["-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"]))
+        hashes = asv.hashfile(suite.hashfile(python), commits)
+        runs.append(asv.run_args(["-E", f"virtualenv:{python}", hashes]))
     return runs
 
 

@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 from mpsbench import bench
 from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
-from mpsbench.context import Suite
+from mpsbench.context import Suite, require_usable, usable_devices
 from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
@@ -216,10 +216,6 @@ def cmd_models() -> None:
     print(text.table(rows))
 
 
-def _usable() -> list[str]:
-    return [name for name in devices.NAMES if devices.get(name).usable]
-
-
 @command(
     "devices",
     "list devices and whether each is usable here",
@@ -227,7 +223,7 @@ def _usable() -> list[str]:
 )
 def cmd_devices(usable: bool) -> None:
     found = bench.check_setup()
-    print(",".join(_usable()) if usable else found)
+    print(",".join(usable_devices()) if usable else found)
 
 
 @command(
@@ -246,11 +242,7 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
     spec, on = models.get(model), devices.get(device)
     batch = batch_size or spec.seed_batch_size
     models.check_batch_size(spec, batch)
-    if not (found := on.availability()).usable:
-        usable = _usable()
-        hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
-        mac = " (mps needs a Mac with Apple silicon)" if on == "mps" else ""
-        raise UserError(f"device {on} is not usable here: {found.reason}{hint}{mac}")
+    require_usable([on])
     has = {"training": spec.trains, "inference": spec.trainable is None}
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for each in [kind] if kind != "both" else [k for k in workloads.KINDS if has[k]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.context import Suite
+from mpsbench.context import Suite, require_usable
 from mpsbench.core import asv, asvconf, files, progress, ranges, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
@@ -125,11 +125,7 @@ def resolve_nightly(
 
 def _select_devices(requested: Sequence[str]) -> None:
     if names := [name for item in requested for name in item.split(",") if name]:
-        from mpsbench.measure import devices  # imports torch
-
-        for name in names:
-            if not (found := devices.get(name).availability()).usable:
-                raise UserError(f"device {name} is not usable on this machine: {found.reason}")
+        require_usable(names)
         os.environ[settings.DEVICES] = ",".join(names)
 
 
@@ -189,11 +185,10 @@ def bench(
         refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
         count = f"{len(todo)} build{'' if len(todo) == 1 else 's'}"
         log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo[::-1])}")
-        hashfile = fleet.work / f"builds-{name}.txt"
-        hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if dry_run else []
         selected = [f"--bench={regex}" for regex in bench]
-        run = asv.run_args([*quick, *selected, f"HASHFILE:{hashfile}"])
+        hashes = asv.hashfile(fleet.work / f"builds-{name}.txt", todo)
+        run = asv.run_args([*quick, *selected, hashes])
         status = record.status(record.record(suite.conf, name, run))
     else:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
