@@ -857,7 +857,7 @@ def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
         machine=nightly.machine_name(args.machine),
         suite_root=fleet.suite,
     )
-    return _filled(nightly.bisect, args, fleet=fleet, suite=suite, measuring=measuring)
+    return _filled(nightly.bisect, args, suite=suite, measuring=measuring)
 
 
 def build_parser() -> ArgumentParser:
