@@ -87,7 +87,6 @@ def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
 
 
 def _state(suite: Suite) -> str:
-    """A digest of the site's inputs: results, timeline refs and the site's code."""
     import mpsbench.site
 
     digest, refs = hashlib.sha256(), suite.timeline_path / ".git"

@@ -1,5 +1,4 @@
-"""What a command works on: the suite (asv.conf.json, manifest, timeline, each read once) and the
-devices."""
+"""What a command works on: the suite's files, each read once, and the devices."""
 
 from __future__ import annotations
 

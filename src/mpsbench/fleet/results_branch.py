@@ -1,5 +1,4 @@
-"""The results branch (the fleet's manifest and results) to and from a plain folder, never through the
-suite's checkout."""
+"""The results branch to and from a plain folder, never through the suite's checkout."""
 
 from __future__ import annotations
 
@@ -64,9 +63,8 @@ def push(
     parent = found.stdout.decode().strip() or None
     if not (readme := folder / "README.md").exists():
         readme.write_text(README)
-    with (
-        tempfile.TemporaryDirectory() as scratch
-    ):  # an index of its own: the checkout's is untouched
+    # an index of its own: the checkout's is untouched
+    with tempfile.TemporaryDirectory() as scratch:
         env = {
             "GIT_DIR": git.text(repo, "rev-parse", "--absolute-git-dir"),
             "GIT_WORK_TREE": str(folder.resolve()),
