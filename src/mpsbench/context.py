@@ -65,7 +65,6 @@ def usable_devices() -> list[str]:
 
 
 def require_usable(names: Sequence[str]) -> None:
-    """Refuse any device in ``names`` not usable here, naming those that are."""
     from mpsbench.measure import devices
 
     for name in names:
