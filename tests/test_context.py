@@ -135,7 +135,7 @@ def test_the_default_runs_hashfiles_lie_beside_the_timeline_not_in_a_fixed_folde
     ]  # the same default on any machine
     planned = defaults.schedule(suite.manifest, platform)
     monkeypatch.setattr(defaults, "this_machine", lambda manifest: (platform, planned, []))
-    runs = bench.plan(suite, None)
+    runs = bench.plan(suite)
     assert [run.rest for run in runs] == [
         ["-E", f"virtualenv:{python}"] for python in defaults.pythons(planned)
     ]

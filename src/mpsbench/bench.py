@@ -47,10 +47,8 @@ def check_setup() -> str:
     return f"torch {require_torch().__version__}\n{text.table(rows)}"
 
 
-def plan(suite: Suite, given: asv.RunArgs | None) -> list[asv.RunArgs]:
-    """The asv run given, else one per Python of the default timeline."""
-    if given is not None:
-        return [given]
+def plan(suite: Suite) -> list[asv.RunArgs]:
+    """An asv run per Python of the default timeline."""
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
     for line in skipped:
@@ -116,16 +114,16 @@ def bench(suite: Suite, options: Options) -> int:
     generated = suite.generate()  # ranges are checked against it
     run = asv.run_args(options.asv_args)
     record.check_meaning(run)
-    given, chosen = None, None
+    given, chosen = [], None
     if options.asv_args:
         if refused := timeline.range_refusal(suite.timeline_path, run.range):
             raise UserError(refused)
-        given, chosen = run, record.select(suite.conf, run.bench) if run.bench else None
+        given, chosen = [run], record.select(suite.conf, run.bench) if run.bench else None
     print(check_setup())
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
     name = machine.write()[0]
     status, published = 0, False
-    for run in plan(suite, given):
+    for run in given or plan(suite):
         launched = run.before("--launch-method", suite.conf.launch_method())
         steps = record.record(
             suite.conf, name, launched, options.remeasure, disk_facts(suite, run), chosen
