@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,6 @@ from mpsbench.results import record, watch
 from mpsbench.site import publish
 
 log = progress.logger(__name__)
-
-
-@dataclass(frozen=True)
-class Options:
-    asv_args: tuple[str, ...] = ()  # none: the default timeline
-    remeasure: bool = False
 
 
 def require_torch() -> Any:
@@ -110,12 +104,12 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
     stamp.write_text(state)
 
 
-def bench(suite: Suite, options: Options) -> int:
+def bench(suite: Suite, asv_args: Sequence[str] = (), remeasure: bool = False) -> int:
     generated = suite.generate()  # ranges are checked against it
-    run = asv.run_args(options.asv_args)
+    run = asv.run_args(asv_args)
     record.check_meaning(run)
     given, chosen = [], None
-    if options.asv_args:
+    if asv_args:
         if refused := timeline.range_refusal(suite.timeline_path, run.range):
             raise UserError(refused)
         given, chosen = [run], record.select(suite.conf, run.bench) if run.bench else None
@@ -125,9 +119,7 @@ def bench(suite: Suite, options: Options) -> int:
     status, published = 0, False
     for run in given or plan(suite):
         launched = run.before("--launch-method", suite.conf.launch_method())
-        steps = record.record(
-            suite.conf, name, launched, options.remeasure, disk_facts(suite, run), chosen
-        )
+        steps = record.record(suite.conf, name, launched, remeasure, disk_facts(suite, run), chosen)
         with contextlib.closing(steps):  # on any exit: held values said, lock released
             for done in steps:
                 status = done.status or status
