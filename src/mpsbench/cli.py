@@ -46,8 +46,6 @@ Option = tuple[tuple[str, ...], dict[str, Any]]
 
 
 class OneLineParser(ArgumentParser):
-    """argparse refusing in one line, exit status 2."""
-
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
 
@@ -175,7 +173,6 @@ def command(
 
 
 def _doc(module: Any) -> dict[str, Any]:
-    """--help's text from the module's docstring and EXIT_STATUSES."""
     doc, statuses = module.__doc__ or "", getattr(module, "EXIT_STATUSES", None)
     return {
         "description": doc.splitlines()[0] if statuses else doc.split("\n\n", 1)[-1],
@@ -479,7 +476,7 @@ command(
     "check the set-up, record what is missing, publish the site (scripts/bench)",
     REMEASURE,
     parser={**_doc(bench), "allow_abbrev": False},
-    passes_through=True,  # every other argument goes to asv run
+    passes_through=True,
 )(bench.bench)
 
 
