@@ -157,7 +157,7 @@ def test_no_help_text_shows_sphinx_markup(capsys):
     """A module's docstring is its command's --help: written for a terminal, not for Sphinx."""
     markup = re.compile(r"``|:(?:mod|data|func|class|attr|meth|obj):`")
     shown = {}
-    for words in _commands(cli.build_parser()):
+    for words in _commands(cli.PARSER):
         assert cli.main([*words, "--help"]) == 0
         found = markup.findall(capsys.readouterr().out)
         if found:
@@ -179,7 +179,7 @@ def test_publish_says_the_same_default_config_in_both_helps(capsys):
 
 
 def _filled_by_name(func: Any) -> set[str] | None:
-    """The options ``func`` takes by name, as cli._filled fills it; None: it reads the Namespace."""
+    """The options ``func`` takes by name, as cli.filled fills it; None: it reads the Namespace."""
     hints, names = typing.get_type_hints(func), set()
     for name in inspect.signature(func).parameters:
         kind = hints.get(name)
@@ -209,7 +209,7 @@ def test_every_option_of_a_command_reaches_a_parameter_of_its_function_by_name()
             yield from commands(sub, (*words, name))
 
     checked = 0
-    for words, parser in commands(cli.build_parser()):
+    for words, parser in commands(cli.PARSER):
         taken = _filled_by_name(parser.get_default("func"))
         if taken is None:
             continue

@@ -135,7 +135,7 @@ def test_the_default_runs_hashfiles_lie_beside_the_timeline_not_in_a_fixed_folde
     ]  # the same default on any machine
     planned = defaults.schedule(suite.manifest, platform)
     monkeypatch.setattr(defaults, "this_machine", lambda manifest: (platform, planned, []))
-    runs = bench.plan(suite, None)
+    runs = bench.plan(suite)
     assert [run.rest for run in runs] == [
         ["-E", f"virtualenv:{python}"] for python in defaults.pythons(planned)
     ]
@@ -257,8 +257,8 @@ def test_bench_publishes_after_the_first_tier_and_after_each_build_that_has_a_va
     monkeypatch.setattr(record, "record", steps)
     monkeypatch.setattr(bench, "publish_site", lambda suite, **_: said.append("publish"))
     monkeypatch.setattr(bench, "check_setup", lambda: "")  # torch's devices: not this test's
-    options = bench.Options(("-b", FIRST_AND_OTHER, "release~2..release"))
-    assert bench.bench(Suite(), options) == record.BENCHMARKS_FAILED
+    asv_args = ("-b", FIRST_AND_OTHER, "release~2..release")
+    assert bench.bench(Suite(), asv_args) == record.BENCHMARKS_FAILED
     assert said == [
         "first tier",
         "publish",
@@ -275,7 +275,7 @@ def test_bench_publishes_after_the_first_tier_and_after_each_build_that_has_a_va
 
     monkeypatch.setattr(bench, "publish_site", stopped)
     try:
-        bench.bench(Suite(), options)
+        bench.bench(Suite(), asv_args)
     except KeyboardInterrupt:
         # the run ended (its held values said, its lock released) before Ctrl-C left bench,
         # not whenever its generator is collected

@@ -13,7 +13,7 @@ def test_every_command_has_its_section_in_the_reference():
         path: set(re.findall(r"^## (mpsbench.*)$", path.read_text(), re.MULTILINE))
         for path in (reference_docs.PAGE, reference_docs.NIGHTLY_PAGE)
     }
-    names = [name for name, _ in reference_docs.commands(reference_docs.cli.build_parser())]
+    names = [name for name, _ in reference_docs.commands(reference_docs.cli.PARSER)]
     missing = [
         name for name in names if not any(name in headings for headings in documented.values())
     ]

@@ -168,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mode", choices=("fork", "spawn", "both"), default="both", help="which rounds to probe"
     )
-    cli.fresh_arguments(parser, bisecting=False)
+    cli.add_options(parser, cli.COMPARING)
     parsed = parser.parse_args(argv)
-    args = cli.fresh_options(parsed)
+    args = cli.filled(fresh.Options, parsed)
     modes = [servers.FORK, servers.SPAWN] if parsed.mode == "both" else [parsed.mode]
     try:
         compare.check(args)

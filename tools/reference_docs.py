@@ -136,7 +136,7 @@ def pages() -> dict[Path, str]:
     """Each page's text: a section per command, the --help as printed at a fixed width."""
     os.environ["COLUMNS"] = WIDTH
     main_parts, nightly_parts = [INTRO], [NIGHTLY_INTRO]
-    for name, parser in commands(cli.build_parser()):
+    for name, parser in commands(cli.PARSER):
         parser.prog = name
         section = f"## {name}\n\n```\n{parser.format_help().rstrip()}\n```\n"
         (nightly_parts if name.startswith(NIGHTLY) else main_parts).append(section)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,6 @@ from mpsbench.results import record, watch
 from mpsbench.site import publish
 
 log = progress.logger(__name__)
-
-
-@dataclass(frozen=True)
-class Options:
-    asv_args: tuple[str, ...] = ()  # none: the default timeline
-    remeasure: bool = False
 
 
 def require_torch() -> Any:
@@ -47,20 +41,17 @@ def check_setup() -> str:
     return f"torch {require_torch().__version__}\n{text.table(rows)}"
 
 
-def plan(suite: Suite, given: asv.RunArgs | None) -> list[asv.RunArgs]:
-    """The asv run given, else one per Python of the default timeline."""
-    if given is not None:
-        return [given]
+def plan(suite: Suite) -> list[asv.RunArgs]:
+    """An asv run per Python of the default timeline."""
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
     for line in skipped:
         log.info(line)
     runs = []
     for python in defaults.pythons(planned):
-        hashes = suite.hashfile(python)
         commits = [suite.timeline.commits[item.ref] for item in planned if python in item.pythons]
-        hashes.write_text("".join(f"{commit}\n" for commit in commits))
-        runs.append(asv.run_args(["-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"]))
+        hashes = asv.hashfile(suite.hashfile(python), commits)
+        runs.append(asv.run_args(["-E", f"virtualenv:{python}", hashes]))
     return runs
 
 
@@ -88,7 +79,6 @@ def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
 
 
 def _state(suite: Suite) -> str:
-    """A digest of the site's inputs: results, timeline refs and the site's code."""
     import mpsbench.site
 
     digest, refs = hashlib.sha256(), suite.timeline_path / ".git"
@@ -114,24 +104,22 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
     stamp.write_text(state)
 
 
-def bench(suite: Suite, options: Options) -> int:
+def bench(suite: Suite, asv_args: Sequence[str] = (), remeasure: bool = False) -> int:
     generated = suite.generate()  # ranges are checked against it
-    run = asv.run_args(options.asv_args)
+    run = asv.run_args(asv_args)
     record.check_meaning(run)
-    given, chosen = None, None
-    if options.asv_args:
+    given, chosen = [], None
+    if asv_args:
         if refused := timeline.range_refusal(suite.timeline_path, run.range):
             raise UserError(refused)
-        given, chosen = run, record.select(suite.conf, run.bench) if run.bench else None
+        given, chosen = [run], record.select(suite.conf, run.bench) if run.bench else None
     print(check_setup())
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
     name = machine.write()[0]
     status, published = 0, False
-    for run in plan(suite, given):
+    for run in given or plan(suite):
         launched = run.before("--launch-method", suite.conf.launch_method())
-        steps = record.record(
-            suite.conf, name, launched, options.remeasure, disk_facts(suite, run), chosen
-        )
+        steps = record.record(suite.conf, name, launched, remeasure, disk_facts(suite, run), chosen)
         with contextlib.closing(steps):  # on any exit: held values said, lock released
             for done in steps:
                 status = done.status or status

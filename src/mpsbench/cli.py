@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 from mpsbench import bench
 from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
-from mpsbench.context import Suite
+from mpsbench.context import Suite, require_usable, usable_devices
 from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
@@ -46,8 +46,6 @@ Option = tuple[tuple[str, ...], dict[str, Any]]
 
 
 class OneLineParser(ArgumentParser):
-    """argparse refusing in one line, exit status 2."""
-
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
 
@@ -141,7 +139,7 @@ ASV_ARGS = opt("asv_args", nargs=argparse.REMAINDER)
 REFERENCE = opt("a_ref", f"the reference build: {BUILD_NAMES}", metavar="a")
 
 
-def _add(parser: ArgumentParser, options: Sequence[Option]) -> None:
+def add_options(parser: ArgumentParser, options: Sequence[Option]) -> None:
     for flags, spec in options:
         parser.add_argument(*flags, **spec)
 
@@ -161,12 +159,11 @@ def group(name: str, help_text: str, metavar: str = "ACTION", **more: Any) -> No
 def command(
     words: str, help_text: str, *options: Option, parser: Any = None, **preset: Any
 ) -> Callable[[F], F]:
-    """Declare command ``words`` ("build list") running the decorated function; ``parser``:
-    add_parser's keywords, or the module documenting it."""
+    """Declare command ``words`` ("build list"); ``parser``: add_parser's keywords or a module."""
     above, _, name = words.rpartition(" ")
     more = parser if isinstance(parser, dict) else _doc(parser) if parser else {}
     declared = SUBCOMMANDS[above].add_parser(name, help=help_text, **more)
-    _add(declared, options)
+    add_options(declared, options)
 
     def declare(func: F) -> F:
         declared.set_defaults(func=func, **preset)
@@ -176,7 +173,6 @@ def command(
 
 
 def _doc(module: Any) -> dict[str, Any]:
-    """--help's text from the module's docstring and EXIT_STATUSES."""
     doc, statuses = module.__doc__ or "", getattr(module, "EXIT_STATUSES", None)
     return {
         "description": doc.splitlines()[0] if statuses else doc.split("\n\n", 1)[-1],
@@ -185,7 +181,7 @@ def _doc(module: Any) -> dict[str, Any]:
     }
 
 
-def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
+def filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
     """``func`` called with each parameter not ``given`` filled by its type, else by its option."""
     hints, values = typing.get_type_hints(func), {}
     for name in inspect.signature(func).parameters:
@@ -200,7 +196,7 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
             }
             values[name] = Suite(**{field: path for field, path in files.items() if path})
         elif dataclasses.is_dataclass(kind):
-            values[name] = _filled(kind, args)  # type: ignore[arg-type]
+            values[name] = filled(kind, args)  # type: ignore[arg-type]
         elif hasattr(args, name):
             value = getattr(args, name)
             values[name] = tuple(value) if isinstance(value, list) else value
@@ -216,10 +212,6 @@ def cmd_models() -> None:
     print(text.table(rows))
 
 
-def _usable() -> list[str]:
-    return [name for name in devices.NAMES if devices.get(name).usable]
-
-
 @command(
     "devices",
     "list devices and whether each is usable here",
@@ -227,7 +219,7 @@ def _usable() -> list[str]:
 )
 def cmd_devices(usable: bool) -> None:
     found = bench.check_setup()
-    print(",".join(_usable()) if usable else found)
+    print(",".join(usable_devices()) if usable else found)
 
 
 @command(
@@ -246,11 +238,7 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
     spec, on = models.get(model), devices.get(device)
     batch = batch_size or spec.seed_batch_size
     models.check_batch_size(spec, batch)
-    if not (found := on.availability()).usable:
-        usable = _usable()
-        hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
-        mac = " (mps needs a Mac with Apple silicon)" if on == "mps" else ""
-        raise UserError(f"device {on} is not usable here: {found.reason}{hint}{mac}")
+    require_usable([on])
     has = {"training": spec.trains, "inference": spec.trainable is None}
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for each in [kind] if kind != "both" else [k for k in workloads.KINDS if has[k]]:
@@ -309,16 +297,16 @@ OTHERS = changed(TRANSFORMERS_INDEX, dest="index", metavar="TRANSFORMERS_INDEX")
 def cmd_add(suite: Suite, channel: str, parent: str | None, args: Namespace) -> None:
     named = getattr(args, "version", None) or getattr(args, "build_id", None)
     suite.manifest.check_new(channel, named, parent)  # before pip resolves a release: minutes
-    build = _filled(args.resolver, args, suite=suite)
+    build = filled(args.resolver, args, suite=suite)
     history.append(suite.manifest_path, suite.timeline_path, channel, build, parent)
 
 
 def _release(suite: Suite, pythons: tuple[str, ...] | None, args: Namespace) -> mf.Build:
-    return _filled(resolve.release, args, pythons=pythons or defaults.pin_pythons(suite.manifest))
+    return filled(resolve.release, args, pythons=pythons or defaults.pin_pythons(suite.manifest))
 
 
 def _existing(env: Sequence[tuple[str, str]], args: Namespace) -> mf.Build:
-    return _filled(resolve.existing, args, env=dict(env))
+    return filled(resolve.existing, args, env=dict(env))
 
 
 PYTHONS = opt("--python", "python tags to pin", nargs="+", dest="pythons", metavar="PYTHON")
@@ -345,7 +333,7 @@ command(
     changed(PYTHONS, default=list(resolve.PYTHONS)),
 )
 def cmd_add_nightly(manifest: Path, timeline: Path, args: Namespace) -> None:
-    _filled(history.add_nightly, args, manifest_path=manifest, timeline_repo=timeline)
+    filled(history.add_nightly, args, manifest_path=manifest, timeline_repo=timeline)
 
 
 command(
@@ -449,8 +437,7 @@ def cmd_default(
                 f"--python {python} runs no build of {platform}'s default; its Pythons:"
                 f" {', '.join(runs) or 'none'}"
             )
-        commits = suite.timeline.commits
-        print("\n".join(commits[item.ref] for item in planned if python in item.pythons))
+        print("\n".join(suite.timeline.commits[p.ref] for p in planned if python in p.pythons))
     else:
         print(defaults.listing(platform, planned, suite.timeline, here=here))
         for line in skipped:
@@ -489,7 +476,7 @@ command(
     "check the set-up, record what is missing, publish the site (scripts/bench)",
     REMEASURE,
     parser={**_doc(bench), "allow_abbrev": False},
-    passes_through=True,  # every other argument goes to asv run
+    passes_through=True,
 )(bench.bench)
 
 
@@ -510,7 +497,7 @@ group("results", "merge or record asv results")
 def cmd_merge(dest: Path, machines: Sequence[str], timeline: Path | None, args: Namespace) -> int:
     merge.check_machines(args.sources, machines)
     builds = merge.timeline_builds(timeline) if timeline else None
-    return _filled(merge.merge, args, machines=machines or None, builds=builds).show(dest)
+    return filled(merge.merge, args, machines=machines or None, builds=builds).show(dest)
 
 
 @command(
@@ -658,15 +645,6 @@ NIGHTLIES = (
 COMPARING = (*FRESH, *SUITE_FILES, *MEASURED)
 
 
-def fresh_arguments(parser: ArgumentParser, bisecting: bool = True) -> None:
-    """Add compare's options (``bisecting``: bisect's)."""
-    _add(parser, (*COMPARING, *(NIGHTLIES if bisecting else ())))
-
-
-def fresh_options(args: Namespace, **given: Any) -> fresh.Options:
-    return _filled(fresh.Options, args, **given)
-
-
 command(
     "compare",
     "is build B slower than A? measured afresh in interleaved processes",
@@ -689,11 +667,11 @@ command(
 )
 def cmd_bisect(no_explain: bool, args: Namespace) -> int:
     started = time.monotonic()
-    found = _filled(bisection.bisect, args)
+    found = filled(bisection.bisect, args)
     status = bisection.outcome(found)  # printed before explain's table
     if isinstance(found, bisection.Found) and not no_explain:
         took = time.monotonic() - started
-        explain.after_bisect(found.before, found.first, _filled(explain.Options, args), took)
+        explain.after_bisect(found.before, found.first, filled(explain.Options, args), took)
     return status
 
 
@@ -858,18 +836,15 @@ step("alert", "exit 1 if a machine's newest build is slower", MACHINES, SUMMARY)
 )
 def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
     suite = nightly.prepare(fleet)
-    measuring = fresh_options(
+    measuring = filled(
+        fresh.Options,
         args,
         manifest=suite.manifest_path,
         timeline=suite.timeline_path,
         machine=nightly.machine_name(args.machine),
         suite_root=fleet.suite,
     )
-    return _filled(nightly.bisect, args, fleet=fleet, suite=suite, measuring=measuring)
-
-
-def build_parser() -> ArgumentParser:
-    return PARSER
+    return filled(nightly.bisect, args, suite=suite, measuring=measuring)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -884,7 +859,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
-        return int(_filled(args.func, args) or 0)
+        return int(filled(args.func, args) or 0)
     except asv.Stopped as exc:
         print(
             f"mpsbench: {exc}: every process ended; what was measured is kept for the next run",

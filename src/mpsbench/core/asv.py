@@ -296,3 +296,9 @@ def supervise(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def hashfile(path: Path, commits: Iterable[str]) -> str:
+    """asv run's range of exactly ``commits``, written one a line to ``path``."""
+    path.write_text("".join(f"{commit}\n" for commit in commits))
+    return f"HASHFILE:{path}"

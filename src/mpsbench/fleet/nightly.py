@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from mpsbench.builds import history, machine, timeline
+from mpsbench.builds import history, machine
 from mpsbench.builds import manifest as mf
-from mpsbench.context import Suite
+from mpsbench.context import Suite, require_usable
 from mpsbench.core import asv, asvconf, files, progress, ranges, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
@@ -123,18 +123,8 @@ def resolve_nightly(
     log.info(f"the fleet's manifest is {fleet.manifest}")
 
 
-def _select_devices(requested: Sequence[str]) -> None:
-    if names := [name for item in requested for name in item.split(",") if name]:
-        from mpsbench.measure import devices  # imports torch
-
-        for name in names:
-            if not (found := devices.get(name).availability()).usable:
-                raise UserError(f"device {name} is not usable on this machine: {found.reason}")
-        os.environ[settings.DEVICES] = ",".join(names)
-
-
 def machine_name(requested: str | None) -> str:
-    """This runner's machine entry, written; named by --machine, else MPSBENCH_MACHINE."""
+    """This runner's machine entry, written: --machine, else MPSBENCH_MACHINE, else by chip."""
     return machine.write(requested or settings.text(settings.MACHINE))[0]
 
 
@@ -172,7 +162,9 @@ def bench(
     confirm: bool,
 ) -> int:
     """``mpsbench record`` of the newest builds this machine lacks, then alert."""
-    _select_devices(devices)
+    if names := [name for item in devices for name in item.split(",") if name]:
+        require_usable(names)
+        os.environ[settings.DEVICES] = ",".join(names)
     name = machine_name(machine)  # checked before anything is written
     suite = _restore(fleet, [name])
     _to_github("GITHUB_OUTPUT", f"machine={name}")
@@ -183,17 +175,14 @@ def bench(
         else []
     )
     missing = [c for c in record.newest_first(suite.timeline_path, every) if c not in have]
-    todo = missing[: limit or None]
     status = 0
-    if todo:
+    if todo := missing[: limit or None]:
         refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
         count = f"{len(todo)} build{'' if len(todo) == 1 else 's'}"
         log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo[::-1])}")
-        hashfile = fleet.work / f"builds-{name}.txt"
-        hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if dry_run else []
-        selected = [f"--bench={regex}" for regex in bench]
-        run = asv.run_args([*quick, *selected, f"HASHFILE:{hashfile}"])
+        hashes = asv.hashfile(fleet.work / f"builds-{name}.txt", todo)
+        run = asv.run_args([*quick, *(f"--bench={regex}" for regex in bench), hashes])
         status = record.status(record.record(suite.conf, name, run))
     else:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
@@ -223,7 +212,6 @@ def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
 
 
 def bisect(
-    fleet: Fleet,
     suite: Suite,
     measuring: fresh.Options,
     adding: nightlies.Options,
@@ -236,8 +224,8 @@ def bisect(
     found = bisection.bisect(good, bad, measuring, adding)
     if not isinstance(found, bisection.Found):
         raise UserError(f"mpsbench bisect named no build: {found.reason}")
-    # computed again: --nightlies adds builds
-    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[found.first]
+    # a fresh Suite reads the timeline again: --nightlies adds builds
+    commit = dataclasses.replace(suite).timeline.commits[found.first]
     lines = [f"first slow build: {found.first} (timeline commit {commit[:12]})", found.upstream]
     for line in lines:
         log.info(line)

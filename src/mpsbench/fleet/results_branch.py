@@ -1,5 +1,4 @@
-"""The results branch (the fleet's manifest and results) to and from a plain folder, never through the
-suite's checkout."""
+"""The results branch to and from a plain folder, never through the suite's checkout."""
 
 from __future__ import annotations
 
@@ -37,14 +36,19 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
     if listed.returncode:
         git.run(repo, "update-ref", "-d", ref, check=False)
     else:
-        fetched = f"+refs/heads/{branch}:{ref}"
-        git.run(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, fetched)
+        git.run(
+            repo,
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--depth=1",
+            remote,
+            f"+refs/heads/{branch}:{ref}",
+        )
         commit = git.text(repo, "rev-parse", "--verify", ref)
-    # never the checkout, nor a folder holding it (--fleet .)
     kept = [files.Kept("the repository", repo)]
     files.check_owned(folder, kept, f"the fleet's folder {folder}")
-    if folder.exists():
-        files.remove(folder, kept)
+    files.remove(folder, kept)
     folder.mkdir(parents=True)
     if commit is not None:
         archive = git.run(repo, "archive", "--format=tar", commit).stdout
@@ -61,12 +65,11 @@ def push(
     """Commit ``folder`` on the fetched commit and push it; the commit, None if unchanged."""
     ref = f"refs/remotes/{remote}/{branch}"
     found = git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False)
-    parent = found.stdout.decode().strip() or None
+    parent = found.stdout.decode().strip()
     if not (readme := folder / "README.md").exists():
         readme.write_text(README)
-    with (
-        tempfile.TemporaryDirectory() as scratch
-    ):  # an index of its own: the checkout's is untouched
+    # an index of its own: the checkout's is untouched
+    with tempfile.TemporaryDirectory() as scratch:
         env = {
             "GIT_DIR": git.text(repo, "rev-parse", "--absolute-git-dir"),
             "GIT_WORK_TREE": str(folder.resolve()),
@@ -74,7 +77,7 @@ def push(
         }
         git.run(folder, "add", "--all", "--force", ".", env=env)
         tree = git.text(folder, "write-tree", env=env)
-    if parent is not None and git.text(repo, "rev-parse", f"{parent}^{{tree}}") == tree:
+    if parent and git.text(repo, "rev-parse", f"{parent}^{{tree}}") == tree:
         return None
     parents = ["-p", parent] if parent else []
     commit = git.text(repo, "commit-tree", tree, *parents, "-m", message, env=IDENTITY)
