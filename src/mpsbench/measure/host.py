@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,15 +126,12 @@ def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
     """Processes above ``threshold`` % of a core over a second, busiest first."""
     import psutil
 
-    processes = [found for found in psutil.process_iter(["name"]) if found.pid != os.getpid()]
-
-    def percents() -> Iterator[tuple[str, int, float]]:  # the first call starts the interval
-        for process in processes:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                yield str(process.info["name"]), process.pid, process.cpu_percent(None)
-
-    list(percents())
+    fields = ["name", "cpu_percent"]
+    list(psutil.process_iter(fields))  # psutil keeps these: the next call's percent is since this
     time.sleep(1.0)
-    return sorted(
-        (found for found in percents() if found[2] > threshold), key=lambda found: -found[2]
-    )
+    found = [
+        (str(process.info["name"]), process.pid, process.info["cpu_percent"])
+        for process in psutil.process_iter(fields)
+        if process.pid != os.getpid() and (process.info["cpu_percent"] or 0.0) > threshold
+    ]
+    return sorted(found, key=lambda busy: -busy[2])
