@@ -82,8 +82,10 @@ IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon
 
 
 def _ioreport(device: str) -> Counter:
-    why = "needs zeus-apple-silicon (IOReport without sudo)"
-    zeus = _import("zeus_apple_silicon", f"{device} energy on macOS {why}")
+    zeus = _import(
+        "zeus_apple_silicon",
+        f"{device} energy on macOS needs zeus-apple-silicon (IOReport without sudo)",
+    )
     monitor, field = zeus.AppleEnergyMonitor(), IOREPORT_FIELDS[device]
 
     def joules() -> float:
