@@ -8,7 +8,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
@@ -129,22 +129,18 @@ def named(state: State) -> str:
     return "; ".join(found.values())
 
 
+@dataclass
 class Gate:
     """Waits up to ``limit`` seconds for a quiet machine before each combination, once per busy
     spell."""
 
-    def __init__(
-        self,
-        limit: float,
-        reader: Callable[[float], State] | None = None,
-        say: Callable[[str], None] = log.info,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
-        self.reader = reader or read
-        self.last: tuple[float, State] | None = None  # quiet, after a combination
-        self.ran_out = False
+    limit: float
+    reader: Callable[[float], State] = field(default_factory=lambda: read)
+    say: Callable[[str], None] = log.info
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    last: tuple[float, State] | None = field(default=None, init=False)  # quiet, after a combination
+    ran_out: bool = field(default=False, init=False)
 
     def before(self, name: str) -> dict[str, Any]:
         """Fields of the state before ``name``, with ``waited``."""
