@@ -31,8 +31,8 @@ class Availability:
 
 @dataclass(frozen=True)
 class MemoryReading:
-    current: int | None  # cpu: the process's RSS
-    driver: int | None = None  # mps only
+    current: int | None
+    driver: int | None = None
 
 
 def rss() -> int | None:

@@ -37,7 +37,7 @@ class Counter:
 @dataclass(frozen=True)
 class Reading:
     joules_per_step: float
-    watts: float  # first to last update inside the steps
+    watts: float
     steps: int
     seconds: float
     updates: int
