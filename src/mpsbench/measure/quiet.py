@@ -105,13 +105,12 @@ def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -
     time.sleep(window)
     mine = [*mine, *(process for process in own() if process not in mine)]
     others = (_busy_seconds() - busy) - (_used(mine) - used)
-    thermal = host.thermal_state()
     return State(
         os.cpu_count() or 1,
         round(max(0.0, others) / (time.monotonic() - started), 2),
         os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         host.on_battery(),
-        thermal.problem() if thermal else None,
+        host.thermal_problem(),
     )
 
 
