@@ -108,7 +108,7 @@ def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -
     return State(
         os.cpu_count() or 1,
         round(max(0.0, others) / (time.monotonic() - started), 2),
-        os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        psutil.getloadavg()[0],
         host.on_battery(),
         host.thermal_problem(),
     )
