@@ -85,9 +85,9 @@ def test_the_power_source_comes_from_pmset_batt():
 
 
 def test_thermal_pressure_comes_from_pmset_therm():
-    assert host.thermal(THERM_QUIET).problem() is None
-    assert host.thermal(THERM_LIMITED).problem() == "throttled: CPU_Speed_Limit = 60"
-    assert host.thermal(THERM_WARNED).problem() == "Thermal warning level set to 2."
+    assert host.thermal(THERM_QUIET) is None
+    assert host.thermal(THERM_LIMITED) == "throttled: CPU_Speed_Limit = 60"
+    assert host.thermal(THERM_WARNED) == "Thermal warning level set to 2."
 
 
 def test_the_gpu_names_its_model_and_core_count():
@@ -185,9 +185,7 @@ def _others_use(monkeypatch: pytest.MonkeyPatch, cores: float) -> None:
     pmset's."""
 
     def read(window: float) -> quiet.State:
-        thermal = host.thermal_state()
-        problem = thermal.problem() if thermal else None
-        return quiet.State(10, cores, 1.0, host.on_battery(), problem)
+        return quiet.State(10, cores, 1.0, host.on_battery(), host.thermal_problem())
 
     monkeypatch.setattr(quiet, "read", read)
 

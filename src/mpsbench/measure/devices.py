@@ -31,8 +31,8 @@ class Availability:
 
 @dataclass(frozen=True)
 class MemoryReading:
-    current: int | None  # cpu: the process's RSS
-    driver: int | None = None  # mps only
+    current: int | None
+    driver: int | None = None
 
 
 def rss() -> int | None:
@@ -43,10 +43,6 @@ def rss() -> int | None:
     with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     return None
-
-
-def _mps(name: str) -> Any:
-    return getattr(getattr(torch, "mps", None), name, None)
 
 
 def _mps_missing() -> str | None:
@@ -109,29 +105,28 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside makes its weights: cuda's GPU, else the cpu (mps lacks some
-        initializers)."""
+        """Weights built inside land on cuda's GPU, else the cpu (mps lacks some initializers)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()
 
+    def _backend(self, name: str) -> Any:
+        return None if self is Device.CPU else getattr(getattr(torch, self.value, None), name, None)
+
     def synchronize(self) -> None:
-        if self is Device.CUDA:
-            torch.cuda.synchronize()
+        if synchronize := self._backend("synchronize"):
+            synchronize()
         elif self is Device.MPS:
-            if synchronize := _mps("synchronize"):
-                synchronize()
-            else:
-                torch.zeros(1, device="mps").cpu()  # a read-back waits for the queue
+            torch.zeros(1, device="mps").cpu()  # a read-back waits for the queue
 
     def memory(self) -> MemoryReading:
         if self is Device.CUDA:
             return MemoryReading(torch.cuda.memory_allocated())
         if self is Device.CPU:
             return MemoryReading(rss())
-        if not (current := _mps("current_allocated_memory")):  # before torch 2.0
+        if not (current := self._backend("current_allocated_memory")):  # before torch 2.0
             return MemoryReading(None)
-        return MemoryReading(current(), _mps("driver_allocated_memory")())
+        return MemoryReading(current(), self._backend("driver_allocated_memory")())
 
     def no_reading_reason(self) -> str:
         if self is Device.CPU:
@@ -139,9 +134,7 @@ class Device(str, enum.Enum):
         return f"torch {torch.__version__} keeps no {self} memory counters"
 
     def empty_cache(self) -> None:
-        if self is Device.CUDA:
-            torch.cuda.empty_cache()
-        elif self is Device.MPS and (empty := _mps("empty_cache")):
+        if empty := self._backend("empty_cache"):
             empty()
 
     def seed(self, value: int) -> None:

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ class Counter:
 @dataclass(frozen=True)
 class Reading:
     joules_per_step: float
-    watts: float  # first to last update inside the steps
+    watts: float
     steps: int
     seconds: float
     updates: int
@@ -81,8 +82,10 @@ IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon
 
 
 def _ioreport(device: str) -> Counter:
-    why = "needs zeus-apple-silicon (IOReport without sudo)"
-    zeus = _import("zeus_apple_silicon", f"{device} energy on macOS {why}")
+    zeus = _import(
+        "zeus_apple_silicon",
+        f"{device} energy on macOS needs zeus-apple-silicon (IOReport without sudo)",
+    )
     monitor, field = zeus.AppleEnergyMonitor(), IOREPORT_FIELDS[device]
 
     def joules() -> float:
@@ -137,21 +140,10 @@ def counter(device: str) -> Counter:
     raise skips.SkipNotImplemented(f"no energy counter is known for {device} on {sys.platform}")
 
 
-class _Poller(threading.Thread):
-    def __init__(self, found: Counter) -> None:
-        super().__init__(daemon=True)
-        self.counter, self.updates = found, [(time.perf_counter(), found.joules())]
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            while not self.stopping.wait(self.counter.poll_seconds):
-                value = self.counter.joules()
-                if value != self.updates[-1][1]:
-                    self.updates.append((time.perf_counter(), value))
-        except BaseException as exc:  # raised in the measuring thread
-            self.error = exc
+def _poll(found: Counter, updates: list[tuple[float, float]], stopping: threading.Event) -> None:
+    while not stopping.wait(found.poll_seconds):
+        if (value := found.joules()) != updates[-1][1]:
+            updates.append((time.perf_counter(), value))
 
 
 def measure(
@@ -164,34 +156,32 @@ def measure(
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
     """``run`` untimed for ``settle_seconds``, then until enough time and updates."""
-    poller = _Poller(found)
-    poller.start()
-    try:
-        synchronize()
-        settling, calls = time.perf_counter(), 0
-        while calls == 0 or time.perf_counter() - settling < settle_seconds:
-            run()
+    updates, stopping = [(time.perf_counter(), found.joules())], threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        polling = pool.submit(_poll, found, updates, stopping)
+        try:
             synchronize()
-            calls += 1
-        begin = end = time.perf_counter()
-        if min_seconds is None:
-            short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
-            min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
-        calls = 0
-        while end - begin < MAX_SECONDS and (
-            end - begin < min_seconds
-            or sum(when > begin for when, _ in poller.updates) < min_updates
-        ):
-            run()
-            synchronize()
-            calls += 1
-            end = time.perf_counter()
-    finally:
-        poller.stopping.set()
-        poller.join()
-    if poller.error is not None:
-        raise poller.error
-    return reading(found.what, poller.updates[1:], begin, end, calls * steps_per_call)
+            settling, calls = time.perf_counter(), 0
+            while calls == 0 or time.perf_counter() - settling < settle_seconds:
+                run()
+                synchronize()
+                calls += 1
+            begin = end = time.perf_counter()
+            if min_seconds is None:
+                short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
+                min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
+            calls = 0
+            while end - begin < MAX_SECONDS and (
+                end - begin < min_seconds or sum(when > begin for when, _ in updates) < min_updates
+            ):
+                run()
+                synchronize()
+                calls += 1
+                end = time.perf_counter()
+        finally:
+            stopping.set()
+    polling.result()  # the counter's error, if reading it failed
+    return reading(found.what, updates[1:], begin, end, calls * steps_per_call)
 
 
 def reading(

@@ -12,8 +12,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
@@ -29,7 +27,7 @@ def output(*command: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _pmset(what: str) -> str:
+def pmset(what: str) -> str:
     return (output("pmset", "-g", what) if sys.platform == "darwin" else None) or ""
 
 
@@ -91,51 +89,40 @@ def power_source(pmset_batt: str) -> str | None:
 
 
 def on_battery() -> bool | None:
-    source = power_source(_pmset("batt"))
+    source = power_source(pmset("batt"))
     return None if source is None else source == "Battery Power"
 
 
-@dataclass(frozen=True)
-class Thermal:
-    """``pmset -g therm``: speed limits (100: none) and warnings."""
-
-    limits: dict[str, int]
-    warnings: tuple[str, ...]
-
-    def problem(self) -> str | None:
-        if throttled := sorted((name, value) for name, value in self.limits.items() if value < 100):
-            return "throttled: " + ", ".join(f"{name} = {value}" for name, value in throttled)
-        return "; ".join(self.warnings) or None
-
-
-def thermal(pmset_therm: str) -> Thermal:
-    limits = re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)
-    warnings = tuple(
+def thermal(pmset_therm: str) -> str | None:
+    """Throttling (limits under 100), else warnings, in ``pmset -g therm``."""
+    limits = {
+        name: int(value) for name, value in re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)
+    }
+    if throttled := sorted((name, value) for name, value in limits.items() if value < 100):
+        return "throttled: " + ", ".join(f"{name} = {value}" for name, value in throttled)
+    warnings = [
         line.strip()
         for line in pmset_therm.splitlines()
         if re.search(r"warning level", line, re.I)
         and not re.search(r"\bNo \w+ warning level", line)
-    )
-    return Thermal({name: int(value) for name, value in limits}, warnings)
+    ]
+    return "; ".join(warnings) or None
 
 
-def thermal_state() -> Thermal | None:
-    return thermal(text) if (text := _pmset("therm")) else None
+def thermal_problem() -> str | None:
+    return thermal(pmset("therm"))
 
 
 def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
     """Processes above ``threshold`` % of a core over a second, busiest first."""
     import psutil
 
-    processes = [found for found in psutil.process_iter(["name"]) if found.pid != os.getpid()]
-
-    def percents() -> Iterator[tuple[str, int, float]]:  # the first call starts the interval
-        for process in processes:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                yield str(process.info["name"]), process.pid, process.cpu_percent(None)
-
-    list(percents())
+    fields = ["name", "cpu_percent"]
+    list(psutil.process_iter(fields))  # psutil keeps these: the next call's percent is since this
     time.sleep(1.0)
-    return sorted(
-        (found for found in percents() if found[2] > threshold), key=lambda found: -found[2]
-    )
+    found = [
+        (str(process.info["name"]), process.pid, process.info["cpu_percent"])
+        for process in psutil.process_iter(fields)
+        if process.pid != os.getpid() and (process.info["cpu_percent"] or 0.0) > threshold
+    ]
+    return sorted(found, key=lambda busy: -busy[2])

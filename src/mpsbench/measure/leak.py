@@ -51,8 +51,9 @@ def record(step: Step, device: str, steps: int) -> list[int]:
 
 
 def measure(workload: Workload, steps: int | None = None) -> float:
-    readings = record(workload.step, workload.device, steps or steps_for(workload))
-    return slope_mib_per_100_steps(readings)
+    return slope_mib_per_100_steps(
+        record(workload.step, workload.device, steps or steps_for(workload))
+    )
 
 
 PATTERN_PER = 1000  # iterations

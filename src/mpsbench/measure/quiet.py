@@ -8,7 +8,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
@@ -105,13 +105,12 @@ def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -
     time.sleep(window)
     mine = [*mine, *(process for process in own() if process not in mine)]
     others = (_busy_seconds() - busy) - (_used(mine) - used)
-    thermal = host.thermal_state()
     return State(
         os.cpu_count() or 1,
         round(max(0.0, others) / (time.monotonic() - started), 2),
-        os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        psutil.getloadavg()[0],
         host.on_battery(),
-        thermal.problem() if thermal else None,
+        host.thermal_problem(),
     )
 
 
@@ -129,22 +128,18 @@ def named(state: State) -> str:
     return "; ".join(found.values())
 
 
+@dataclass
 class Gate:
     """Waits up to ``limit`` seconds for a quiet machine before each combination, once per busy
     spell."""
 
-    def __init__(
-        self,
-        limit: float,
-        reader: Callable[[float], State] | None = None,
-        say: Callable[[str], None] = log.info,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
-        self.reader = reader or read
-        self.last: tuple[float, State] | None = None  # quiet, after a combination
-        self.ran_out = False
+    limit: float
+    reader: Callable[[float], State] = field(default_factory=lambda: read)
+    say: Callable[[str], None] = log.info
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    last: tuple[float, State] | None = field(default=None, init=False)  # quiet, after a combination
+    ran_out: bool = field(default=False, init=False)
 
     def before(self, name: str) -> dict[str, Any]:
         """Fields of the state before ``name``, with ``waited``."""

@@ -30,7 +30,7 @@ def median_seconds(
     min_seconds: float = 1.0,
     max_samples: int = 50,
 ) -> tuple[float, int]:
-    """Median seconds per call of a warmed-up ``run``; the samples taken."""
+    """Median seconds per step of a warmed-up ``run``, and the calls it took."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize
     synchronize()
