@@ -1,5 +1,5 @@
-"""Check the set-up, generate the timeline, record what each planned asv run is missing, publish
-the site (scripts/bench)."""
+"""Check the set-up, generate the timeline, write the machine entry, record what each planned asv
+run is missing, publish the site (scripts/bench)."""
 
 from __future__ import annotations
 

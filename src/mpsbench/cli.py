@@ -64,7 +64,9 @@ def _date(value: str) -> str:
 def _new_file(value: str) -> Path:
     path = Path(value)
     if not value or not path.parent.is_dir() or path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value!r} is no file in an existing folder")
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is no file in an existing folder: create the folder first"
+        )
     return path
 
 

@@ -31,7 +31,7 @@ def _judged(what: str, problem: str | None, fine: str) -> Finding:
 
 def _by_the_gate(what: str, reported: bool, unreported: str, fine: str) -> Finding:
     if not reported:
-        return Finding("info", what, f"the OS reports no {unreported} here")
+        return Finding("info", what, unreported)
     return _judged(what, quiet.problems(machine()).get(what), fine)
 
 
@@ -58,7 +58,10 @@ def check_memory() -> Iterator[Finding]:
 
 def check_power() -> Iterator[Finding]:
     yield _by_the_gate(
-        "power", machine().battery is not None, "power source (not macOS)", "on AC power"
+        "power",
+        machine().battery is not None,
+        "the OS reports no power source here (not macOS)",
+        "on AC power",
     )
 
 
@@ -66,7 +69,7 @@ def check_thermal() -> Iterator[Finding]:
     yield _by_the_gate(
         "thermal",
         bool(host.pmset("therm")),
-        "thermal pressure (pmset -g therm is macOS's)",
+        "the OS reports no thermal pressure here (pmset -g therm is macOS's)",
         "no throttling, no thermal warning recorded",
     )
 

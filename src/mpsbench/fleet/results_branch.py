@@ -46,6 +46,7 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
             f"+refs/heads/{branch}:{ref}",
         )
         commit = git.text(repo, "rev-parse", "--verify", ref)
+    # replaced whole: never the checkout, nor a folder holding it (--fleet . would be)
     kept = [files.Kept("the repository", repo)]
     files.check_owned(folder, kept, f"the fleet's folder {folder}")
     files.remove(folder, kept)

@@ -65,6 +65,7 @@ class Device(str, enum.Enum):
     MPS = "mps"
     CUDA = "cuda"
 
+    # mps, never Device.MPS, in messages
     __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod

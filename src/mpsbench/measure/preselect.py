@@ -1,4 +1,5 @@
-"""Which combinations this run times, so asv starts no process for the rest."""
+"""Which combinations this run times, so asv starts no process for the rest; a device is left out
+only where this machine plainly lacks it (the benchmarked build's torch decides the rest)."""
 
 from __future__ import annotations
 

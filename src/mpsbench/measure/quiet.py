@@ -134,6 +134,7 @@ class Gate:
     spell."""
 
     limit: float
+    # looked up as the gate is made: a stand-in set after import counts
     reader: Callable[[float], State] = field(default_factory=lambda: read)
     say: Callable[[str], None] = log.info
     clock: Callable[[], float] = time.monotonic
