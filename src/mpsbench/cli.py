@@ -488,7 +488,7 @@ group("results", "merge or record asv results")
 @command(
     "results merge",
     "merge results directories value by value, never replacing one",
-    path("dest", "the results directory to merge into"),
+    path("dest", "the results directory to merge into (created if absent)"),
     SOURCES,
     MACHINES,
     UPDATE_BENCHMARKS,
