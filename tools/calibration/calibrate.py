@@ -678,7 +678,7 @@ def run_suite_phases(
 ) -> None:
     """Fidelity, noise, cost and sensitivity: each needs real asv runs of the calibration timeline."""
     commits = calibration_timeline(workdir)
-    asvconf.derived(workdir, workdir / "timeline", ["calib"])
+    asvconf.load(asvconf.ROOT / asvconf.CONFIG).derive(workdir, workdir / "timeline", ["calib"])
     suite_with_slowdown(workdir)
     run = Asv(workdir, name)
     # Only this device: the track_ classes' setup_cache would otherwise also measure every cpu combination.

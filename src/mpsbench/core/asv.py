@@ -64,10 +64,12 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
             f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
         )
     specs = [*(parsed.env_spec or []), *([f":{parsed.python}"] if parsed.python else [])]
-    for spec in specs:
-        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same":
-            found.append(f"-E {spec} times the torch installed here, not the build filed under")
-            break
+    if here := [
+        spec
+        for spec in specs
+        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
+    ]:
+        found.append(f"-E {here[0]} times the torch installed here, not the build filed under")
     return tuple(found)
 
 
@@ -77,7 +79,6 @@ class RunArgs:
     range: str | None  # None: each branch's newest
     rest: list[str]
     environment: str  # from -E TYPE:PYTHON, else "*"
-    quick: bool
     dry_run: bool
     changes_values: tuple[str, ...]
 
@@ -114,7 +115,6 @@ def run_args(args: Sequence[str]) -> RunArgs:
         parsed.range,
         rest,
         f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*",
-        bool(parsed.quick),
         bool(parsed.dry_run),
         _value_changes(parsed),
     )
@@ -156,25 +156,22 @@ RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
+    kept = {k: v for k, v in os.environ.items() if k not in settings.INTERNAL}
+    return {**kept, RUN_BUILDS: str(hashfile)}
 
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
-    )
-    if done.returncode != 0:
+    command = [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
+    if status := subprocess.run(command).returncode:
         raise AsvError(
-            f"asv publish --config {config} exited with status {done.returncode} (its reason above)"
+            f"asv publish --config {config} exited with status {status} (its reason above)"
         )
 
 
 def environment_python(config: Path) -> Path:
     conf = asv_internals.Config.load(str(config))
-    found: list[Path] = [
-        Path(conf.env_dir) / env.dir_name / "bin" / "python"
-        for env in asv_internals.get_environments(conf, None, verbose=False)
-    ]
+    environments = asv_internals.get_environments(conf, None, verbose=False)
+    found = [Path(conf.env_dir, env.dir_name, "bin", "python") for env in environments]
     made = [python for python in found if python.is_file()]
     if len(made) != 1:
         raise AsvError(
@@ -255,11 +252,10 @@ def supervise(
     cwd: Path | None,
     env: Mapping[str, str] | None,
     tick: Callable[[], None],
-    every: float = 1.0,
     output: Path | None = None,
 ) -> int:
-    """Runs ``command``, calling ``tick`` every ``every`` seconds and at the end; its exit status. A
-    signal or an exception ends all it started, then raises (main thread only)."""
+    """Runs ``command``, calling ``tick`` each second and at the end; its exit status. A signal or an
+    exception ends all it started, then raises (main thread only)."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
@@ -274,18 +270,16 @@ def supervise(
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
             )
-        me = psutil.Process(running.pid)
-        seen.add(me)
+        seen.add(me := psutil.Process(running.pid))
         while True:
             seen |= _descendants([me])
-            try:
-                status = running.wait(timeout=every)
-            except subprocess.TimeoutExpired:
-                tick()
-                continue
-            end(seen)  # a forkserver asv left behind
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                status = running.wait(timeout=1)
+                break
             tick()
-            return status
+        end(seen)  # a forkserver asv left behind
+        tick()
+        return status
     except BaseException:
         for signum in STOP_SIGNALS:  # a second Ctrl-C must not interrupt stopping
             signal.signal(signum, signal.SIG_IGN)

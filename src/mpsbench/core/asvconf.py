@@ -122,8 +122,7 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Follows the manifest's channels (asv publishes only those) where this walks ``timeline``;
-        True if changed."""
+        """Sets branches to the manifest's channels (asv publishes only those); True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         updated, count = re.subn(
@@ -154,16 +153,6 @@ def load(path: Path = CONFIG) -> AsvConf:
     if problem := next(_problems(raw), None):
         raise ConfigError(f"{path}: {problem}")
     return AsvConf(path.resolve(), raw)
-
-
-def derived(
-    workdir: Path,
-    timeline: Path,
-    branches: list[str],
-    root: Path = ROOT,
-    results_dir: Path | None = None,
-) -> Path:
-    return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
 
 
 def _problems(raw: dict[str, Any]) -> Iterator[str]:
