@@ -1,4 +1,4 @@
-"""Driving asv: run arguments, combination names, and stopping all it started."""
+"""Driving asv: run arguments, combination names, stopping all it started."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
 
 
 def pattern(names: Sequence[str]) -> str:
-    """A ``-b`` pattern selecting exactly ``names``."""
+    """A ``-b`` pattern for exactly ``names``."""
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
@@ -83,7 +83,7 @@ class RunArgs:
     changes_values: tuple[str, ...]
 
     def before(self, *options: str) -> RunArgs:
-        """With ``options`` first: a later one wins in asv."""
+        """A later option wins in asv."""
         return replace(self, rest=[*options, *self.rest])
 
 
@@ -91,7 +91,6 @@ _TAKES_VALUE = ("-b", "--bench", "--config", "--machine")  # mpsbench sets these
 
 
 def run_args(args: Sequence[str]) -> RunArgs:
-    """Parsed by asv's own parser; a refusal in one line."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -135,7 +134,6 @@ def run_command(
     hashfile: Path,
     saving: str | None = None,
 ) -> list[str]:
-    """``asv run`` over exactly ``commits``, by the module ``saving`` if given."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     return [
         sys.executable,
@@ -151,7 +149,7 @@ def run_command(
     ]
 
 
-# asv's discovery installs each branch's newest build: refused unless listed.
+# asv's discovery installs each branch's newest: refused unless listed
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
@@ -185,11 +183,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Stopped(Exception):
-    """A signal stopped the command, after its asv processes ended."""
+    """Raised once a signal's asv processes ended."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
-        self.status = 128 + signum  # as a shell reports it
+        self.status = 128 + signum
 
 
 def _descendants(processes: Iterable[Any]) -> set[Any]:
@@ -203,7 +201,7 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """Kills ``processes`` and all under them by pid: asv's processes lead groups of their own."""
+    """Kills by pid: asv's processes lead groups of their own."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -254,8 +252,7 @@ def supervise(
     tick: Callable[[], None],
     output: Path | None = None,
 ) -> int:
-    """Runs ``command``, calling ``tick`` each second and at the end; its exit status. A signal or an
-    exception ends all it started, then raises (main thread only)."""
+    """Calls ``tick`` each second and at the end; ends all it started on a signal or error."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}

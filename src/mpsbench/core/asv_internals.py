@@ -1,5 +1,4 @@
-"""Every name taken from asv's and asv_runner's code; tests/test_asv_internals.py fails on other
-versions."""
+"""Every name taken from asv's and asv_runner's code; tests fail on other versions."""
 
 from __future__ import annotations
 

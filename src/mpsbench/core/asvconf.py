@@ -80,7 +80,7 @@ class AsvConf:
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """Writes this config into ``workdir``, on another timeline, in folders of its own."""
+        """This config in ``workdir``, on another timeline."""
         return self._write(
             workdir,
             results,
@@ -91,7 +91,7 @@ class AsvConf:
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """Writes this config into ``workdir``, its results there."""
+        """This config in ``workdir``, its results there."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks"
@@ -122,7 +122,7 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Sets branches to the manifest's channels (asv publishes only those); True if changed."""
+        """To the manifest's channels (asv publishes only those); True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         updated, count = re.subn(

@@ -1,4 +1,4 @@
-"""The ``MPSBENCH_*`` settings, read and checked here; benchmark processes inherit them."""
+"""The ``MPSBENCH_*`` settings, read and checked; benchmark processes inherit them."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
 
 
-# Each changes what a measured value means: a recording run refuses it.
+# they change what a value means: a recording run refuses them
 CHANGES_VALUES = {
     SINGLE_STEPS: "times one step a call, where a recorded value times the model's steps_per_call",
     ALLOW_FALLBACK: "times mps combinations whose ops fell back to the cpu: no pure device value",
