@@ -100,7 +100,7 @@ def resolve_ref(
 
 
 def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
-    """The PyTorch commits between two builds, with a compare link."""
+    """The PyTorch commits between two builds, and their compare link."""
     ends = [resolve_ref(manifest, generated, ref) for ref in (old, new)]
     (old_name, old_build), (new_name, new_build) = ends
     if old_name == new_name or old_build.when() > new_build.when():

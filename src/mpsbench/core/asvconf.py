@@ -1,4 +1,4 @@
-"""The suite's asv.conf.json, checked, and configs derived from it."""
+"""The suite's asv.conf.json, checked, and configs made from it."""
 
 from __future__ import annotations
 
@@ -97,18 +97,12 @@ class AsvConf:
                 f"{self.path}: repo is missing: it must name the timeline asv walks"
                 " (e.g. .asv/timeline)"
             )
-        return self._write(
-            workdir,
-            None,
-            repo=str(self.repo or self.raw["repo"]),
-            env_dir=str(self.folder("env_dir")),
-            html_dir=str(self.html),
-        )
+        return self._write(workdir, None, repo=str(self.repo or self.raw["repo"]))
 
     def _write(self, workdir: Path, results: Path | None, **fields: Any) -> Path:
         conf = {
             **self.raw,
-            "benchmark_dir": str(self.benchmarks),
+            **{key: str(self.folder(key)) for key in FOLDERS},
             "results_dir": str(results or workdir / "results"),
             **fields,
             "launch_method": self.launch_method(),

@@ -1,4 +1,4 @@
-"""Sections, tables, links and images, as Markdown and HTML that agree."""
+"""Reports as Markdown and HTML that agree."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def lock(
     with contextlib.ExitStack() as held:
         if not _held[folder]:
             handle = os.open(folder, os.O_RDONLY)
-            held.callback(os.close, handle)  # which releases the flock
+            held.callback(os.close, handle)  # releasing the flock
             try:
                 fcntl.flock(
                     handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB)

@@ -1,4 +1,4 @@
-"""git, run in a named repository, never one the environment points at."""
+"""git in a named repository, never one the environment names."""
 
 from __future__ import annotations
 

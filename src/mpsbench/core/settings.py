@@ -1,4 +1,4 @@
-"""The ``MPSBENCH_*`` settings, read and checked; benchmark processes inherit them."""
+"""The ``MPSBENCH_*`` settings, read and checked."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def flag(name: str) -> bool:
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
-    """Comma-separated ``valid`` names; None where unset or empty."""
+    """Comma-separated ``valid`` names; None if unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return None
     items = [item.strip() for item in value.split(",")]
