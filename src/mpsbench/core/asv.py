@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import datetime
 import io
 import os
 import re
@@ -13,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -120,8 +120,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
 
 
 def scratch(parent: Path) -> Path:
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    folder = parent / f"{stamp}-{os.getpid()}"
+    folder = parent / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
     folder.mkdir(parents=True)
     return folder
 
@@ -209,8 +208,7 @@ def end(processes: Iterable[Any]) -> None:
         for process in alive:
             with contextlib.suppress(psutil.Error):
                 process.suspend()
-        more = _descendants(alive) - alive
-        if not more:
+        if not (more := _descendants(alive) - alive):
             break
         alive |= more
     sockets = [_forkserver_folder(process) for process in alive]

@@ -107,10 +107,8 @@ _held: collections.Counter[Path] = collections.Counter()
 
 
 @contextlib.contextmanager
-def lock(
-    target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
-) -> Iterator[None]:
-    """An flock on ``target``'s folder, re-entrant; ``waiting`` runs before waiting."""
+def lock(target: Path, wait: bool | Callable[[], None] = True) -> Iterator[None]:
+    """An flock on ``target``'s folder, re-entrant; ``wait``: False refuses, a callable runs first."""
     folder = target.resolve().parent
     while not folder.is_dir():
         folder = folder.parent
@@ -119,15 +117,13 @@ def lock(
             handle = os.open(folder, os.O_RDONLY)
             held.callback(os.close, handle)  # releasing the flock
             try:
-                fcntl.flock(
-                    handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB)
-                )
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait is True else fcntl.LOCK_NB))
             except BlockingIOError:
-                if not wait or waiting is None:
+                if not callable(wait):
                     raise UserError(
                         f"another process is writing {target} (it holds the lock on {folder})"
                     ) from None
-                waiting()
+                wait()
                 fcntl.flock(handle, fcntl.LOCK_EX)
         _held[folder] += 1
         held.callback(_held.subtract, [folder])

@@ -181,7 +181,7 @@ class Session:
         lock = self.root / WORKDIR / "env"
         lock.parent.mkdir(parents=True, exist_ok=True)
         said = f"waiting for another compare or bisect in {self.root}"
-        with files.lock(lock, waiting=lambda: log.info(said)):
+        with files.lock(lock, wait=lambda: log.info(said)):
             printed, rc = run_logged(command, self.env, self.log)
         listing = self.scratch / "results" / "benchmarks.json"
         if rc != 0 or not listing.is_file():
