@@ -59,7 +59,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 
 
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
-    """Each default build with its Pythons (``here`` if the rule names none)."""
+    """``here``: the Python where the rule names none."""
     rule = manifest.defaults[platform]
     pythons = rule.pythons or (here or CURRENT,)
     return [
@@ -119,7 +119,7 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 
 
 def this_machine_is(platform: str) -> str:
-    """For a person: ``platform`` names the wheels, not the devices."""
+    """``platform`` names the wheels, not the devices."""
     cuda_wheels = platform == "linux-x86_64-cuda"
     if platform.startswith("linux-x86_64") and install_build.nvidia_gpu():
         rows = "cuda" if cuda_wheels else "cpu"

@@ -84,7 +84,7 @@ def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvCo
 def resolve_ref(
     manifest: mf.Manifest, generated: timeline.Generated, ref: str
 ) -> tuple[str, mf.Build]:
-    """CHANNEL@ID and build of CHANNEL@ID, a tag or a timeline hash prefix."""
+    """From CHANNEL@ID, a tag or a timeline hash prefix."""
     if "@" in ref:
         return ref, manifest.find(ref)
     tagged = [name for name in generated.commits if manifest.find(name).tag == ref]

@@ -250,7 +250,7 @@ def supervise(
     tick: Callable[[], None],
     output: Path | None = None,
 ) -> int:
-    """Calls ``tick`` each second and at the end; ends all it started on a signal or error."""
+    """Ticks each second and at the end; a signal or an error ends all it started."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}

@@ -1,4 +1,4 @@
-"""``python -m mpsbench.core.asv_saving run ...``: asv, saving each value when measured."""
+"""``asv run``, saving each value when measured."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def flag(name: str) -> bool:
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
-    """Comma-separated ``valid`` names; None if unset or empty."""
+    """None if unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return None
     items = [item.strip() for item in value.split(",")]
