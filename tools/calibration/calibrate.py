@@ -109,7 +109,7 @@ def suite_with_slowdown(workdir: Path) -> Path:
     """The calibration's copy of the suite, whose package installs the slowdown (the suite has no hook for it).
 
     Same module and class names, so the same benchmark ids; asv.conf.json in
-    ``workdir`` (asvconf.derived) is pointed at it.
+    ``workdir`` (AsvConf.derive) is pointed at it.
     """
     target = workdir / "benchmarks"
     shutil.rmtree(target, ignore_errors=True)
