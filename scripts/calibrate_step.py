@@ -57,7 +57,7 @@ def main() -> int:
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     commits = cal.calibration_timeline(workdir)
-    asvconf.derived(workdir, workdir / "timeline", ["calib"])
+    asvconf.load(asvconf.ROOT / asvconf.CONFIG).derive(workdir, workdir / "timeline", ["calib"])
     cal.suite_with_slowdown(workdir)
     name, _ = machine.write(f"calib-{args.device}")
     run = cal.Asv(workdir, name)

@@ -173,7 +173,9 @@ def suite_asv(
     from mpsbench.core import asvconf
     from mpsbench.measure import selection
 
-    config = asvconf.derived(work, work / "timeline", ["release"])
+    config = asvconf.load(asvconf.ROOT / asvconf.CONFIG).derive(
+        work, work / "timeline", ["release"]
+    )
     env = dict(os.environ, HOME=str(work / "home"))
     for name, value in {
         selection.FULL_SWEEP_ENV: None,

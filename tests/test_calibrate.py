@@ -87,7 +87,9 @@ def test_calibration_timeline_has_the_build_twice_and_once_with_the_injected_slo
 
 
 def test_derived_config_keeps_the_suite_and_the_factor_but_moves_every_folder(tmp_path):
-    path = asvconf.derived(tmp_path, tmp_path / "timeline", ["calib"])
+    path = asvconf.load(asvconf.ROOT / asvconf.CONFIG).derive(
+        tmp_path, tmp_path / "timeline", ["calib"]
+    )
     conf = asvconf.load(path).raw
     assert conf["repo"] == str(tmp_path / "timeline") and conf["branches"] == ["calib"]
     assert all(
@@ -112,7 +114,7 @@ def test_only_rows_marked_slower_count_as_flagged():
 def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config_points_at_it(
     tmp_path,
 ):
-    asvconf.derived(tmp_path, tmp_path / "timeline", ["calib"])
+    asvconf.load(asvconf.ROOT / asvconf.CONFIG).derive(tmp_path, tmp_path / "timeline", ["calib"])
     copy = calibrate.suite_with_slowdown(tmp_path)
     assert asvconf.load(tmp_path / "asv.conf.json").raw["benchmark_dir"] == str(copy)
     check = (

@@ -340,8 +340,7 @@ def test_internal_settings_never_reach_a_recording_run(monkeypatch, tmp_path):
     monkeypatch.setenv(mpsbench_settings.SINGLE_STEPS, "1")
     environment = asv.only(tmp_path / "builds.txt")
     assert mpsbench_settings.SINGLE_STEPS not in environment and asv.RUN_BUILDS in environment
-    internal = [s.name for s in mpsbench_settings.SETTINGS.values() if s.internal]
-    assert internal == [mpsbench_settings.SINGLE_STEPS]
+    assert list(mpsbench_settings.INTERNAL) == [mpsbench_settings.SINGLE_STEPS]
 
 
 # --- orphans a killed merge left ---------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def test_a_second_command_says_it_waits_and_goes_on_once_the_first_leaves(
 
     def second() -> None:
         with files.lock(
-            target, waiting=lambda: logging.getLogger("test").info("waiting for another compare")
+            target, wait=lambda: logging.getLogger("test").info("waiting for another compare")
         ):
             entered.set()
 
@@ -58,7 +58,7 @@ def test_a_command_alone_goes_straight_in_and_says_nothing(tmp_path: Path, caplo
     target = tmp_path / "env"
     with (
         caplog.at_level("INFO"),
-        files.lock(target, waiting=lambda: logging.getLogger("test").info("waiting")),
+        files.lock(target, wait=lambda: logging.getLogger("test").info("waiting")),
     ):
         pass
     assert caplog.records == []

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from mpsbench import bench, cli
-from mpsbench.builds import disk
+from mpsbench.builds import disk, install_build
 from mpsbench.core import asv, asv_saving
 from mpsbench.results import record, watch
 from mpsbench.results.watch import Step, Watch
@@ -352,7 +352,7 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
     )
     assert handed == [
         watch.Disk(
-            disk.cache(),
+            install_build.cache_root(),
             {"c0ffee00c0ffee00": watch.Build("c0ffee00", *measured[:3], int(disk.GB), ("a.org",))},
         )
     ]

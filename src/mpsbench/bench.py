@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mpsbench.builds import defaults, disk, machine, timeline
+from mpsbench.builds import defaults, disk, install_build, machine, timeline
 from mpsbench.context import Suite
 from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
@@ -75,7 +75,7 @@ def build_facts(
 def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
     python, reader = environment_python(run), suite.reader
     builds = {c: build_facts(reader, c, python) for c in record.builds(suite.conf, run)}
-    return watch.Disk(disk.cache(), builds)
+    return watch.Disk(install_build.cache_root(), builds)
 
 
 def _state(suite: Suite) -> str:

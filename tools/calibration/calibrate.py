@@ -109,7 +109,7 @@ def suite_with_slowdown(workdir: Path) -> Path:
     """The calibration's copy of the suite, whose package installs the slowdown (the suite has no hook for it).
 
     Same module and class names, so the same benchmark ids; asv.conf.json in
-    ``workdir`` (asvconf.derived) is pointed at it.
+    ``workdir`` (AsvConf.derive) is pointed at it.
     """
     target = workdir / "benchmarks"
     shutil.rmtree(target, ignore_errors=True)
@@ -678,7 +678,7 @@ def run_suite_phases(
 ) -> None:
     """Fidelity, noise, cost and sensitivity: each needs real asv runs of the calibration timeline."""
     commits = calibration_timeline(workdir)
-    asvconf.derived(workdir, workdir / "timeline", ["calib"])
+    asvconf.load(asvconf.ROOT / asvconf.CONFIG).derive(workdir, workdir / "timeline", ["calib"])
     suite_with_slowdown(workdir)
     run = Asv(workdir, name)
     # Only this device: the track_ classes' setup_cache would otherwise also measure every cpu combination.

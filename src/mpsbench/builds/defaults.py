@@ -1,4 +1,4 @@
-"""A platform's default timeline: each minor release's last patch, under each Python with wheels."""
+"""A platform's default timeline: each minor's last patch, under each Python with wheels."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Scheduled:
     pythons: tuple[str, ...]
 
 
-def python_tag(python: str) -> str:  # "3.10" -> "cp310"
+def python_tag(python: str) -> str:
     return "cp" + python.replace(".", "")
 
 
@@ -59,7 +59,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 
 
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
-    """Each default build with its Pythons (``here`` where the rule names none)."""
+    """``here``: the Python where the rule names none."""
     rule = manifest.defaults[platform]
     pythons = rule.pythons or (here or CURRENT,)
     return [
@@ -79,7 +79,7 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
-    """The runs this machine can make, and why not the others, before any download."""
+    """The runs this machine can make, and why not the others."""
     missing = sorted(
         (p for p in pythons(planned) if p != CURRENT and not shutil.which(f"python{p}")),
         key=Version,
@@ -105,7 +105,7 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
-    """Per platform, a new build's Pythons: its default's, else all tracked."""
+    """A new build's Pythons per platform: its default's, else all tracked."""
     return {
         platform: tuple(map(python_tag, rule.pythons))
         if (rule := manifest.defaults.get(platform)) and rule.pythons
@@ -119,7 +119,7 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 
 
 def this_machine_is(platform: str) -> str:
-    """For a person: ``platform`` names the wheels, not the devices."""
+    """``platform`` names the wheels, not the devices."""
     cuda_wheels = platform == "linux-x86_64-cuda"
     if platform.startswith("linux-x86_64") and install_build.nvidia_gpu():
         rows = "cuda" if cuda_wheels else "cpu"

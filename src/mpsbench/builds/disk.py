@@ -23,11 +23,8 @@ class Need(NamedTuple):
     refused: str = ""
 
 
-cache = install_build.cache_root
-
-
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
-    """What installing a build.json for CPython ``python`` (default this) adds here."""
+    """What installing a build.json adds here."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:
@@ -53,7 +50,7 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
 def download(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[int, tuple[str, ...]]:
-    """About how many bytes it downloads, and from which hosts."""
+    """About the bytes it downloads, and from which hosts."""
     if (needed := need(build, python)).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)

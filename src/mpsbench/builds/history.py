@@ -21,7 +21,7 @@ def append(
     build: mf.Build,
     parent: str | None = None,
 ) -> str:
-    """Adds ``build``, regenerating the timeline, under the manifest's lock; its timeline commit."""
+    """Adds ``build``, regenerating the timeline; its commit."""
     build, originals = resolve.in_store(build)
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
@@ -57,7 +57,7 @@ def add_nightly(
     transformers_index: str = resolve.PYPI,
     parent: str | None = None,
 ) -> str | None:
-    """Adds the nightly of ``date`` or "latest"; its timeline commit, None if there already."""
+    """Adds the nightly of ``date`` or "latest"; None if there already."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
     manifest = mf.load(manifest_path)
     if date == "latest":
@@ -84,7 +84,7 @@ def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvCo
 def resolve_ref(
     manifest: mf.Manifest, generated: timeline.Generated, ref: str
 ) -> tuple[str, mf.Build]:
-    """CHANNEL@ID and the build of CHANNEL@ID, a tag or a timeline hash prefix."""
+    """From CHANNEL@ID, a tag or a timeline hash prefix."""
     if "@" in ref:
         return ref, manifest.find(ref)
     tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
@@ -100,9 +100,9 @@ def resolve_ref(
 
 
 def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
-    """The PyTorch commit range between two builds, with a compare link."""
-    old_name, old_build = resolve_ref(manifest, generated, old)
-    new_name, new_build = resolve_ref(manifest, generated, new)
+    """The PyTorch commits between two builds, and their compare link."""
+    ends = [resolve_ref(manifest, generated, ref) for ref in (old, new)]
+    (old_name, old_build), (new_name, new_build) = ends
     if old_name == new_name or old_build.when() > new_build.when():
         raise UserError(
             f"{old!r} ({old_name}, {old_build.date}) is not older than {new!r} ({new_name},"
@@ -110,6 +110,9 @@ def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: st
         )
     link = timeline.pytorch_url(old_build.git_version, new_build.git_version)
     return (
-        f"{old_name} (torch {old_build.torch_version}, git {old_build.git_version[:12]}) -> "
-        f"{new_name} (torch {new_build.torch_version}, git {new_build.git_version[:12]}): {link}"
+        " -> ".join(
+            f"{name} (torch {build.torch_version}, git {build.git_version[:12]})"
+            for name, build in ends
+        )
+        + f": {link}"
     )

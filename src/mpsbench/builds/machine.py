@@ -1,5 +1,4 @@
-"""asv's machine entry, alike on every machine of one kind: each field is part of a graph's
-identity."""
+"""asv's machine entry, alike on machines of one kind: each field names a graph."""
 
 from __future__ import annotations
 
@@ -22,14 +21,14 @@ from mpsbench.measure import host
 def describe() -> dict[str, Any]:
     """Stable facts only: a Mac's OS version is a tracked value."""
     if sys.platform == "darwin":
-        brand = host.output("sysctl", "-n", "machdep.cpu.brand_string") or ""
-        chip = brand.strip() or platform.processor()
+        brand = host.output("sysctl", "-n", "machdep.cpu.brand_string")
+        chip = (brand or "").strip() or platform.processor()
         facts = {"os": "macOS"}
     else:
         found = None
         with contextlib.suppress(OSError):
             found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        chip = " ".join(found.group(1).split()) if found else platform.processor() or "unknown"
+        chip = " ".join(found[1].split()) if found else platform.processor() or "unknown"
         release = "Linux"
         with contextlib.suppress(OSError):
             release = platform.freedesktop_os_release().get("PRETTY_NAME", release)
@@ -47,7 +46,6 @@ def describe() -> dict[str, Any]:
 
 
 def default_name(facts: dict[str, Any]) -> str:
-    """E.g. ``apple-m1-pro-10cpu`` or ``debian-x86-64-2cpu``."""
     apple = facts["chip"].lower().startswith("apple")
     stem = facts["chip"] if apple else f"{facts['os'].split()[0]}-{facts['arch']}"
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
@@ -67,7 +65,6 @@ def check_name(name: str) -> str:
 
 
 def require(name: str) -> None:
-    """asv's own refusal is many lines."""
     path = machine_file()
     known = sorted(key for key, entry in _entries(path)[0].items() if isinstance(entry, dict))
     if name not in known:
@@ -78,12 +75,10 @@ def require(name: str) -> None:
 
 
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Writes this machine's entry; its name and fields."""
     facts = describe()
     name = check_name(default_name(facts) if name is None else name)  # "" is no default
     path = machine_file()
-    # from reading to writing: two writers each keep the other's entry
-    with files.lock(path):
+    with files.lock(path):  # two writers each keep the other's entry
         entries, before = _entries(path)
         entries.setdefault("version", 1)
         entries[name] = {"machine": name, **facts}

@@ -1,5 +1,4 @@
-"""``python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG PIP_ARGS...``: pip under the target's
-environment markers (with ``pip --platform`` alone, macOS gets torch's CUDA wheels)."""
+"""pip under a target platform's markers: ``--platform`` alone gives macOS the CUDA torch."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Torch-free foundations: the standard library, and asv where used."""
+"""Torch-free foundations: the standard library and asv."""

@@ -1,10 +1,9 @@
-"""Driving asv: run arguments, combination names, and stopping all it started."""
+"""Driving asv: run arguments, combination names, stopping all it started."""
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import datetime
 import io
 import os
 import re
@@ -13,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,7 +46,7 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
 
 
 def pattern(names: Sequence[str]) -> str:
-    """A ``-b`` pattern selecting exactly ``names``."""
+    """A ``-b`` pattern for exactly ``names``."""
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
@@ -64,10 +64,12 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
             f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
         )
     specs = [*(parsed.env_spec or []), *([f":{parsed.python}"] if parsed.python else [])]
-    for spec in specs:
-        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same":
-            found.append(f"-E {spec} times the torch installed here, not the build filed under")
-            break
+    if here := [
+        spec
+        for spec in specs
+        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
+    ]:
+        found.append(f"-E {here[0]} times the torch installed here, not the build filed under")
     return tuple(found)
 
 
@@ -77,12 +79,11 @@ class RunArgs:
     range: str | None  # None: each branch's newest
     rest: list[str]
     environment: str  # from -E TYPE:PYTHON, else "*"
-    quick: bool
     dry_run: bool
     changes_values: tuple[str, ...]
 
     def before(self, *options: str) -> RunArgs:
-        """With ``options`` first: a later one wins in asv."""
+        """A later option wins in asv."""
         return replace(self, rest=[*options, *self.rest])
 
 
@@ -90,7 +91,6 @@ _TAKES_VALUE = ("-b", "--bench", "--config", "--machine")  # mpsbench sets these
 
 
 def run_args(args: Sequence[str]) -> RunArgs:
-    """Parsed by asv's own parser; a refusal in one line."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -114,15 +114,13 @@ def run_args(args: Sequence[str]) -> RunArgs:
         parsed.range,
         rest,
         f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*",
-        bool(parsed.quick),
         bool(parsed.dry_run),
         _value_changes(parsed),
     )
 
 
 def scratch(parent: Path) -> Path:
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    folder = parent / f"{stamp}-{os.getpid()}"
+    folder = parent / f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
     folder.mkdir(parents=True)
     return folder
 
@@ -135,7 +133,6 @@ def run_command(
     hashfile: Path,
     saving: str | None = None,
 ) -> list[str]:
-    """``asv run`` over exactly ``commits``, by the module ``saving`` if given."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     return [
         sys.executable,
@@ -151,30 +148,27 @@ def run_command(
     ]
 
 
-# asv's discovery installs each branch's newest build: refused unless listed.
+# asv's discovery installs each branch's newest: refused unless listed
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
+    kept = {k: v for k, v in os.environ.items() if k not in settings.INTERNAL}
+    return {**kept, RUN_BUILDS: str(hashfile)}
 
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
-    )
-    if done.returncode != 0:
+    command = [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
+    if status := subprocess.run(command).returncode:
         raise AsvError(
-            f"asv publish --config {config} exited with status {done.returncode} (its reason above)"
+            f"asv publish --config {config} exited with status {status} (its reason above)"
         )
 
 
 def environment_python(config: Path) -> Path:
     conf = asv_internals.Config.load(str(config))
-    found: list[Path] = [
-        Path(conf.env_dir) / env.dir_name / "bin" / "python"
-        for env in asv_internals.get_environments(conf, None, verbose=False)
-    ]
+    environments = asv_internals.get_environments(conf, None, verbose=False)
+    found = [Path(conf.env_dir, env.dir_name, "bin", "python") for env in environments]
     made = [python for python in found if python.is_file()]
     if len(made) != 1:
         raise AsvError(
@@ -188,11 +182,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Stopped(Exception):
-    """A signal stopped the command, after its asv processes ended."""
+    """Raised once a signal's asv processes ended."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
-        self.status = 128 + signum  # as a shell reports it
+        self.status = 128 + signum
 
 
 def _descendants(processes: Iterable[Any]) -> set[Any]:
@@ -206,7 +200,7 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """Kills ``processes`` and all under them by pid: asv's processes lead groups of their own."""
+    """Kills by pid: asv's processes lead groups of their own."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -214,8 +208,7 @@ def end(processes: Iterable[Any]) -> None:
         for process in alive:
             with contextlib.suppress(psutil.Error):
                 process.suspend()
-        more = _descendants(alive) - alive
-        if not more:
+        if not (more := _descendants(alive) - alive):
             break
         alive |= more
     sockets = [_forkserver_folder(process) for process in alive]
@@ -255,11 +248,9 @@ def supervise(
     cwd: Path | None,
     env: Mapping[str, str] | None,
     tick: Callable[[], None],
-    every: float = 1.0,
     output: Path | None = None,
 ) -> int:
-    """Runs ``command``, calling ``tick`` every ``every`` seconds and at the end; its exit status. A
-    signal or an exception ends all it started, then raises (main thread only)."""
+    """Ticks each second and at the end; a signal or an error ends all it started."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
@@ -274,18 +265,16 @@ def supervise(
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
             )
-        me = psutil.Process(running.pid)
-        seen.add(me)
+        seen.add(me := psutil.Process(running.pid))
         while True:
             seen |= _descendants([me])
-            try:
-                status = running.wait(timeout=every)
-            except subprocess.TimeoutExpired:
-                tick()
-                continue
-            end(seen)  # a forkserver asv left behind
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                status = running.wait(timeout=1)
+                break
             tick()
-            return status
+        end(seen)  # a forkserver asv left behind
+        tick()
+        return status
     except BaseException:
         for signum in STOP_SIGNALS:  # a second Ctrl-C must not interrupt stopping
             signal.signal(signum, signal.SIG_IGN)

@@ -1,5 +1,4 @@
-"""Every name taken from asv's and asv_runner's code; tests/test_asv_internals.py fails on other
-versions."""
+"""Every name taken from asv's and asv_runner's code; tests fail on other versions."""
 
 from __future__ import annotations
 
@@ -38,9 +37,9 @@ RELIED = (
     "core.asv_saving.skip_reason: asv_runner's 'asv: skipped: <repr>' line",
     "core.asv_saving._rounds: asv's get_rounds",
     "measure.models: asv_runner.server imported in asv's forkserver and its children",
-    "core.asv.RUN_BUILDS: asv's discovery installs each branch's newest build when one is refused",
-    "core.asv.end: a forkserver's command ends 'run_server DIR SOCKET', SOCKET in a folder"
-    " asv-forkserver-* removed only when asv ends normally",
+    "core.asv.RUN_BUILDS: asv's discovery installs each branch's newest build",
+    "core.asv.end: a forkserver runs 'run_server DIR SOCKET', SOCKET in an asv-forkserver-* folder"
+    " asv removes only when it ends normally",
 )
 
 

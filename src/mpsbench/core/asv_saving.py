@@ -1,4 +1,4 @@
-"""``python -m mpsbench.core.asv_saving run ...``: asv, saving each value when measured."""
+"""``asv run``, saving each value when measured."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class _Build:
 
 
 class Gate(Protocol):
-    """Runs around each combination, giving fields for its event."""
+    """Runs around each final-round combination; fields for its event."""
 
     def before(self, name: str) -> dict[str, Any]: ...
 
@@ -93,7 +93,6 @@ def _outcome(value: Any) -> str:
 
 
 def install(results_dir: Path, gate: Gate | None = None) -> None:
-    """Wraps asv's run functions; ``gate`` runs around each final-round combination."""
     runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
@@ -139,10 +138,15 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         build, name = _current.get(), benchmark["name"]
         if build is not None and name in build.rounds_left:
             build.rounds_left[name] -= 1
-        if build is None or build.rounds_left.get(name, 1) > 0 or not build.final_round_here:
-            return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
+        if (
+            build is None
+            or build.rounds_left.get(name, 1) > 0
+            or not build.final_round_here
+            or not chosen
+        ):
+            return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         parts: dict[int, Any] = {}
         whole: dict[int, Any] = {}  # with earlier rounds' samples
         commit = build.results.commit_hash
@@ -175,20 +179,15 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
                 **({"reason": skip_reason(part.stderr)} if outcome == "skipped" else {}),
                 **state,
             )
-        return (
-            _combined(parts, len(params))
-            if parts
-            else run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
-        )
+        return _combined(parts, len(params))
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        # noted: the next run ends a forkserver a kill leaves
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:
             import psutil
 
-            event(
+            event(  # the next run ends a forkserver a kill leaves
                 results_dir,
                 event="forkserver",
                 pid=server.pid,

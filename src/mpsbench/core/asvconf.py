@@ -1,4 +1,4 @@
-"""The suite's asv.conf.json, checked, and configs derived from it."""
+"""The suite's asv.conf.json, checked, and configs made from it."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class AsvConf:
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """Writes this config into ``workdir``, on another timeline, in folders of its own."""
+        """This config in ``workdir``, on another timeline."""
         return self._write(
             workdir,
             results,
@@ -91,24 +91,18 @@ class AsvConf:
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """Writes this config into ``workdir``, its results there."""
+        """This config in ``workdir``, its results there."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks"
                 " (e.g. .asv/timeline)"
             )
-        return self._write(
-            workdir,
-            None,
-            repo=str(self.repo or self.raw["repo"]),
-            env_dir=str(self.folder("env_dir")),
-            html_dir=str(self.html),
-        )
+        return self._write(workdir, None, repo=str(self.repo or self.raw["repo"]))
 
     def _write(self, workdir: Path, results: Path | None, **fields: Any) -> Path:
         conf = {
             **self.raw,
-            "benchmark_dir": str(self.benchmarks),
+            **{key: str(self.folder(key)) for key in FOLDERS},
             "results_dir": str(results or workdir / "results"),
             **fields,
             "launch_method": self.launch_method(),
@@ -122,8 +116,7 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Follows the manifest's channels (asv publishes only those) where this walks ``timeline``;
-        True if changed."""
+        """To the manifest's channels (asv publishes only those); True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         updated, count = re.subn(
@@ -154,16 +147,6 @@ def load(path: Path = CONFIG) -> AsvConf:
     if problem := next(_problems(raw), None):
         raise ConfigError(f"{path}: {problem}")
     return AsvConf(path.resolve(), raw)
-
-
-def derived(
-    workdir: Path,
-    timeline: Path,
-    branches: list[str],
-    root: Path = ROOT,
-    results_dir: Path | None = None,
-) -> Path:
-    return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
 
 
 def _problems(raw: dict[str, Any]) -> Iterator[str]:

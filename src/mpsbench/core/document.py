@@ -1,4 +1,4 @@
-"""Sections, tables, links and images, as Markdown and HTML that agree."""
+"""Reports as Markdown and HTML that agree."""
 
 from __future__ import annotations
 
@@ -79,9 +79,8 @@ body { font-family: sans-serif; margin: 2em; max-width: 1200px; }
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
-tr.slower { background: #f8d7da; font-weight: bold; }
-tr.faster { background: #d4edda; font-weight: bold; }
-td.flagged { background: #f8d7da; font-weight: bold; }
+tr.slower, tr.faster, td.flagged { background: #f8d7da; font-weight: bold; }
+tr.faster { background: #d4edda; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 """
 

@@ -29,7 +29,6 @@ _REMEDIES = {  # after the OS's own words
 
 
 def os_error(exc: OSError) -> str:
-    """The path, what happened and what to do."""
     where = exc.filename if exc.filename is not None else "a file"
     remedy = _REMEDIES.get(exc.errno or 0)
     return f"{where}: {exc.strerror or type(exc).__name__}" + (f"; {remedy}" if remedy else "")

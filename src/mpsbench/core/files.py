@@ -1,4 +1,4 @@
-"""Atomic writes, a folder's lock, and deletion that spares kept folders."""
+"""Atomic writes, a folder's lock, and deletion sparing kept folders."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import fcntl
 import os
 import re
 import shutil
-import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from mpsbench.core.errors import UserError
 
 @dataclass(frozen=True)
 class Kept:
-    """A folder no command may replace or delete as a by-product."""
+    """A folder no command may replace or delete in passing."""
 
     what: str
     path: Path
@@ -28,7 +27,7 @@ class Kept:
 
 
 def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
-    """Refuses a ``target`` that is, holds or (``nothing_inside``) sits inside a kept folder."""
+    """Refuses a ``target`` that is, holds or sits inside a kept folder."""
     mine = target.resolve()  # a link to the results is the results
     found = []
     for folder in kept:
@@ -57,7 +56,7 @@ def remove(path: Path, kept: Sequence[Kept]) -> None:
 
 @contextlib.contextmanager
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
-    """``content`` flushed beside ``path``; removed unless renamed."""
+    """``content`` flushed beside ``path``; gone unless renamed."""
     partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # umask's mode, unlike mkstemp
     created = False  # a read-only file system refuses to unlink a missing file
     try:
@@ -76,7 +75,7 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
 
 
 def tail(path: Path, offset: int) -> tuple[bytes, int]:
-    """Whole lines after byte ``offset``, and the new offset."""
+    """Whole lines after byte ``offset``; the new offset."""
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
@@ -108,28 +107,23 @@ _held: collections.Counter[Path] = collections.Counter()
 
 
 @contextlib.contextmanager
-def lock(
-    target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
-) -> Iterator[None]:
-    """Re-entrant, an flock on ``target``'s folder; ``waiting`` runs before waiting, ``wait=False``
-    refuses instead."""
+def lock(target: Path, wait: bool | Callable[[], None] = True) -> Iterator[None]:
+    """An flock on ``target``'s folder, re-entrant; ``wait``: False refuses, a callable runs first."""
     folder = target.resolve().parent
     while not folder.is_dir():
         folder = folder.parent
     with contextlib.ExitStack() as held:
         if not _held[folder]:
             handle = os.open(folder, os.O_RDONLY)
-            held.callback(os.close, handle)  # which releases the flock
+            held.callback(os.close, handle)  # releasing the flock
             try:
-                fcntl.flock(
-                    handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB)
-                )
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait is True else fcntl.LOCK_NB))
             except BlockingIOError:
-                if not wait or waiting is None:
+                if not callable(wait):
                     raise UserError(
                         f"another process is writing {target} (it holds the lock on {folder})"
                     ) from None
-                waiting()
+                wait()
                 fcntl.flock(handle, fcntl.LOCK_EX)
         _held[folder] += 1
         held.callback(_held.subtract, [folder])
@@ -141,20 +135,19 @@ _RENAME_EXCHANGE = 2  # linux/fs.h; macOS's RENAME_SWAP too
 
 
 def _exchange(first: Path, second: Path) -> bool:
-    """False where the OS cannot."""
     libc = ctypes.CDLL(None, use_errno=True)
-    paths = (os.fsencode(first), os.fsencode(second))
-    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):  # glibc 2.28+
-        done = libc.renameat2(_AT_FDCWD, paths[0], _AT_FDCWD, paths[1], _RENAME_EXCHANGE)
-    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
-        done = libc.renamex_np(paths[0], paths[1], _RENAME_EXCHANGE)
+    old, new = map(os.fsencode, (first, second))
+    if hasattr(libc, "renameat2"):  # glibc 2.28+
+        done = libc.renameat2(_AT_FDCWD, old, _AT_FDCWD, new, _RENAME_EXCHANGE)
+    elif hasattr(libc, "renamex_np"):  # macOS
+        done = libc.renamex_np(old, new, _RENAME_EXCHANGE)
     else:
         return False
     return bool(done == 0)  # EINVAL, ENOSYS: the file system lacks it
 
 
 def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
-    """Puts ``new`` at ``target``, deleting the old, in one swap where the OS can."""
+    """``new`` at ``target``, in one swap where the OS can."""
     check_owned(target, kept)
     if not target.exists():
         os.rename(new, target)
@@ -171,13 +164,12 @@ _TEMPORARY = re.compile(r"\..+-[0-9a-f]{32}\.tmp")
 
 
 def orphans(folder: Path) -> list[Path]:
-    """Files killed writers left in ``folder`` and its subfolders."""
     found = [*folder.glob(".*.tmp"), *folder.glob("*/.*.tmp")] if folder.is_dir() else []
     return [path for path in found if _TEMPORARY.fullmatch(path.name)]
 
 
 def clean_orphans(folder: Path) -> list[Path]:
-    """Call under the folder's lock: no writer is mid-rename."""
+    """Under the folder's lock: no writer is mid-rename."""
     for leftover in (found := orphans(folder)):
         leftover.unlink(missing_ok=True)
     return found

@@ -1,10 +1,11 @@
-"""git, run in a named repository, never one the environment points at."""
+"""git in a named repository, never one the environment names."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from mpsbench.core.errors import UserError
 
@@ -31,8 +32,8 @@ def run(
     return done
 
 
-def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | None = None) -> str:
-    return run(repo, *args, data=data, env=env).stdout.decode().strip()
+def text(repo: Path, *args: str, **options: Any) -> str:
+    return run(repo, *args, **options).stdout.decode().strip()
 
 
 def said(done: subprocess.CompletedProcess[bytes]) -> str:

@@ -13,8 +13,6 @@ class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
         self.stream = sys.stderr  # whatever it is now
         super().emit(record)
 
-
-class _Component(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         level = "warning: " if record.levelno >= logging.WARNING else ""
         return f"{ROOT} {record.name.rsplit('.', 1)[-1]}: {level}{record.getMessage()}"
@@ -23,12 +21,10 @@ class _Component(logging.Formatter):
 def logger(name: str) -> logging.Logger:
     root = logging.getLogger(ROOT)
     if not root.handlers:
-        handler = _CurrentStderr()
-        handler.setFormatter(_Component())
-        root.addHandler(handler)
+        root.addHandler(_CurrentStderr())
         root.setLevel(logging.INFO)
         root.propagate = False  # else a host's logging prints them twice
-    if name == "__main__":  # run by ``python -m``
+    if name == "__main__":
         spec = getattr(sys.modules["__main__"], "__spec__", None)
         name = spec.name if spec is not None else ROOT
     return logging.getLogger(name if name.startswith(f"{ROOT}.") else f"{ROOT}.{name}")

@@ -53,7 +53,7 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
         raise RangeError(f"{what} is not supported here: {_choices(timeline)}")
     if spec is None or spec.startswith(HASHFILE):
         what = "the config's branches" if spec is None else what
-        names = branches if spec is None else Path(spec[len(HASHFILE) :]).read_text().split()
+        names = branches if spec is None else Path(spec.removeprefix(HASHFILE)).read_text().split()
         queries = [["rev-parse", "--verify", f"{name}^{{commit}}"] for name in names]
     elif spec == "ALL":
         queries = [["rev-list", "--first-parent", branch] for branch in branches]

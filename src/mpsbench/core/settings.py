@@ -1,10 +1,9 @@
-"""The ``MPSBENCH_*`` settings, read and checked here; benchmark processes inherit them."""
+"""The ``MPSBENCH_*`` settings, read and checked."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from mpsbench.core.errors import UserError
 
@@ -18,45 +17,24 @@ ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
 
 
-@dataclass(frozen=True)
-class Setting:
-    """Changes what a measured value means: a recording run refuses it."""
-
-    name: str
-    does: str
-    internal: bool = False  # set by mpsbench for its own processes
-
-
-SETTINGS = {
-    setting.name: setting
-    for setting in (
-        Setting(
-            SINGLE_STEPS,
-            "times one step a call, where a recorded value times the model's steps_per_call",
-            internal=True,
-        ),
-        Setting(
-            ALLOW_FALLBACK,
-            "times mps combinations whose ops fell back to the cpu: no pure device value",
-        ),
-    )
+# they change what a value means: a recording run refuses them
+CHANGES_VALUES = {
+    SINGLE_STEPS: "times one step a call, where a recorded value times the model's steps_per_call",
+    ALLOW_FALLBACK: "times mps combinations whose ops fell back to the cpu: no pure device value",
 }
+INTERNAL = (SINGLE_STEPS,)  # set by mpsbench for its own processes
 
 
 def recording_refusal() -> str | None:
-    for setting in SETTINGS.values():
-        value = os.environ.get(setting.name, "")
+    for name, does in CHANGES_VALUES.items():
+        value = os.environ.get(name, "")
         if value.strip().lower() not in (*OFF, ""):
-            who = "mpsbench sets it for compare and bisect; " if setting.internal else ""
+            who = "mpsbench sets it for compare and bisect; " if name in INTERNAL else ""
             return (
-                f"{setting.name}={value!r} {setting.does}, so the values would not be history:"
+                f"{name}={value!r} {does}, so the values would not be history:"
                 f" {who}unset it to record, or add --dry-run for a throw-away run"
             )
     return None
-
-
-def without_internal(environ: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if not getattr(SETTINGS.get(k), "internal", False)}
 
 
 def flag(name: str) -> bool:
@@ -70,7 +48,7 @@ def flag(name: str) -> bool:
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
-    """Comma-separated ``valid`` names; None where unset or empty."""
+    """None if unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return None
     items = [item.strip() for item in value.split(",")]

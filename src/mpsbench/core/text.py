@@ -1,4 +1,4 @@
-"""Text a person types or reads: argparse types and tables."""
+"""Argument types and tables."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from mpsbench.core.errors import UserError
 def number(
     kind: Callable[[str], float], least: float, what: str, most: float = math.inf
 ) -> Callable[[str], Any]:
-    """An argparse type: a finite ``kind`` from ``least`` to ``most``."""
 
     def parse(value: str) -> float:
         try:
@@ -33,7 +32,7 @@ def number(
 
 
 def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type refusing with ``check``'s one line."""
+    """An argparse type refusing with ``check``'s UserError."""
 
     def parse(value: str) -> Any:
         try:
@@ -45,7 +44,6 @@ def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
-    """Left-aligned columns, a dashed rule under the header."""
     widths = [max(map(len, column)) for column in itertools.zip_longest(*rows, fillvalue="")]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows

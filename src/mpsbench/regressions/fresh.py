@@ -171,7 +171,7 @@ class Session:
         command += [self.machine, "--bench", "just-discover", "--show-stderr", f"HASHFILE:{hashes}"]
         # asv installs the build: one command at a time
         said = f"waiting for another compare or bisect in {self.root}"
-        with files.lock(self.config.parent / "env", waiting=lambda: log.info(said)):
+        with files.lock(self.config.parent / "env", wait=lambda: log.info(said)):
             printed, rc = run_logged(command, self.env, self.log)
         listing = self.scratch / "results" / "benchmarks.json"
         if rc != 0 or not listing.is_file():

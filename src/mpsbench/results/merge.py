@@ -426,7 +426,7 @@ def merge(
 ) -> Report:
     check_machines(sources)
     waiting = f"waiting for the other process writing {dest} (a merge or a record run) to finish"
-    with files.lock(dest, waiting=lambda: log.info(waiting)):
+    with files.lock(dest, wait=lambda: log.info(waiting)):
         sources = [source for source in sources if source.resolve() != dest.resolve()]
         report = Report()
         for leftover in files.clean_orphans(dest):
