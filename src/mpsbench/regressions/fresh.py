@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -232,7 +232,7 @@ class Session:
 
     def rounds(
         self, builds: list[Named], most: int | None = None
-    ) -> Iterator[dict[str, list[float]]]:
+    ) -> Generator[dict[str, list[float]], None, None]:
         """Up to ``most`` rounds, yielding each build's times so far; the order alternates (drift)."""
         new = {
             build.name: self.server(build) for build in builds if build.name not in self._servers
