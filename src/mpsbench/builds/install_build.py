@@ -280,6 +280,12 @@ DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled for each ne
 PROGRESS_EVERY = 60.0
 
 
+def open_url(url: str, method: str | None = None, timeout: float = 60, **headers: str) -> Any:
+    headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
+    request = urllib.request.Request(url, method=method, headers=headers)
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
 def _download(
     url: str, target: Path, tries: int = DOWNLOAD_TRIES, backoff: float | None = None
 ) -> Path:
@@ -294,10 +300,10 @@ def _download(
                 target, f"{problem}; attempt {attempt} of {tries} in {wait:.0f} s, from byte {done}"
             )
             time.sleep(wait)
-        headers = {"User-Agent": "mpsbench", **({"Range": f"bytes={done}-"} if done else {})}
         try:
-            request = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(request, timeout=120) as response:
+            with open_url(
+                url, timeout=120, **({"Range": f"bytes={done}-"} if done else {})
+            ) as response:
                 if response.status != 206:  # the Range was ignored: start over
                     done = 0
                 if (length := response.headers.get("Content-Length")) is not None:
@@ -350,16 +356,18 @@ def local_path(location: str) -> Path:
 
 def _find(pin: dict[str, str], scratch: Path) -> Path:
     name = pin["filename"]
-    found = next((f / name for f in _local_wheelhouses() if (f / name).is_file()), None)
-    if found is None and pin["url"].startswith("file://"):
-        found = local_path(pin["url"])
-        if not found.is_file():
+    if housed := [f / name for f in _local_wheelhouses() if (f / name).is_file()]:
+        return housed[0]
+    if pin["url"].startswith("file://"):
+        if not (found := local_path(pin["url"])).is_file():
             raise InstallError(f"{name}: the pinned file {found} does not exist")
-    if found is None and pin["name"] in PIP_FETCHES:
+        return found
+    if pin["name"] in PIP_FETCHES:
         spec = f"{pin['name']}=={pin['version']}"
         _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), spec)
-        found = scratch / name if (scratch / name).is_file() else None
-    return found or _download(pin["url"], scratch / name)
+        if (scratch / name).is_file():
+            return scratch / name
+    return _download(pin["url"], scratch / name)
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:
@@ -376,8 +384,9 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     partial = stored.parent / f".{pin['filename']}.{os.getpid()}.partial"
     try:
         stored.parent.parent.mkdir(parents=True, exist_ok=True)
-        prefix = f"fetch-{os.getpid()}-"
-        with tempfile.TemporaryDirectory(dir=stored.parent.parent, prefix=prefix) as scratch:
+        with tempfile.TemporaryDirectory(
+            dir=stored.parent.parent, prefix=f"fetch-{os.getpid()}-"
+        ) as scratch:
             found = _find(pin, Path(scratch))
             _check(pin, found, f"the wheel found at {found}")
             stored.parent.mkdir(exist_ok=True)
@@ -423,9 +432,9 @@ def clean_leftovers(root: Path) -> list[Path]:
             if free:
                 shutil.rmtree(staging, ignore_errors=True)
                 removed.append(staging)
-    fetches = [(f, f.name.split("-")[1]) for f in sorted((root / "wheels").glob("fetch-*-*"))]
-    partials = sorted((root / "wheels").glob("*/.*.partial"))  # .FILENAME.PID.partial
-    for leftover, pid in [*fetches, *((p, p.name.rsplit(".", 2)[-2]) for p in partials)]:
+    owned = [(f, f.name.split("-")[1]) for f in (root / "wheels").glob("fetch-*-*")]
+    partials = (root / "wheels").glob("*/.*.partial")  # .FILENAME.PID.partial
+    for leftover, pid in sorted([*owned, *((p, p.name.rsplit(".", 2)[-2]) for p in partials)]):
         if not _alive(pid):
             shutil.rmtree(leftover, ignore_errors=True)
             leftover.unlink(missing_ok=True)
@@ -467,17 +476,16 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             if damage(folder) is None:
                 return folder, False
             wheels = [(fetch_wheel(pin), pin) for pin in pins]
-            staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
-            try:
+            with tempfile.TemporaryDirectory(
+                dir=folder.parent, prefix=folder.name + ".staging-", ignore_cleanup_errors=True
+            ) as scratch:
+                staging, installed = Path(scratch), Path(scratch) / "target"
                 (staging / "tmp").mkdir()  # pip --target unpacks GBs into TMPDIR
-                installed = staging / "target"
                 _pip_install_checked("the build", wheels, staging, "--target", str(installed))
                 names = [path.name for path, _ in wheels]
                 (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
                 shutil.rmtree(folder, ignore_errors=True)
                 os.replace(installed, folder)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
             return folder, True
     except OSError as exc:
         raise disk_problem(exc) from None

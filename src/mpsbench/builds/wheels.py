@@ -8,13 +8,11 @@ import html.parser
 import io
 import re
 import urllib.parse
-import urllib.request
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import packaging.tags
 import packaging.utils
@@ -25,6 +23,9 @@ from mpsbench.core import errors
 
 # PyPI's Linux torch is the CUDA build; a cpu-only one is "+cpu"
 PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
+
+
+open_url = install_build.open_url
 
 
 class WheelError(errors.UserError):
@@ -86,13 +87,6 @@ class _Links(html.parser.HTMLParser):
         href = dict(attrs).get("href")
         if tag == "a" and href:
             self.hrefs.append(href)
-
-
-def open_url(url: str, method: str | None = None, **headers: str) -> Any:
-    headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
-    return urllib.request.urlopen(
-        urllib.request.Request(url, method=method, headers=headers), timeout=60
-    )
 
 
 def index_uri(index: str) -> str:
