@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import packaging.tags
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_version
+from packaging.version import Version
 
 from mpsbench.builds import install_build, wheels
 from mpsbench.builds import manifest as mf
@@ -50,15 +51,12 @@ Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # or per platform
 
 
 class ResolveError(errors.UserError):
-    """A build that cannot be resolved."""
+    pass
 
 
 def torchvision_series(torch_version: str) -> str:
     """The torchvision series of a torch release (2.14 -> 0.29): old macOS ones pin no torch."""
-    try:
-        major, minor = Version(torch_version).release[:2]
-    except (InvalidVersion, ValueError):
-        raise ResolveError(f"torch version {torch_version!r} is not MAJOR.MINOR[.PATCH]") from None
+    major, minor = Version(torch_version).release[:2]
     return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
 
 
@@ -153,11 +151,16 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
 
 
 def _resolved(
-    wanted: dict[tuple[str, str], list[str]], index: str, extra: tuple[str, ...] = ()
+    combos: dict[tuple[str, str], str],
+    torchvision: dict[tuple[str, str], str | None],
+    transformers: str | None,
+    index: str,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, list[mf.Pin]]:
     pins: dict[str, list[mf.Pin]] = {}
-    for (platform, python), lines in sorted(wanted.items()):
-        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra))
+    for (platform, python), torch in sorted(combos.items()):
+        wanted = requirements(torch, torchvision[platform, python], transformers)
+        pins.setdefault(platform, []).extend(pip_set(wanted, platform, python, index, extra))
     return pins
 
 
@@ -169,8 +172,13 @@ def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any
         raise ResolveError("no torch wheel to read the build's identity from")
     wheel = min(torch, key=lambda pin: ("cp311" not in pin.filename, pin.filename))
     identity = wheels.torch_identity(wheel.url)
-    date = date or mf.format_date(identity.built)
-    return mf.Build(date=date, git_version=identity.git_version, pins=pins, **fields)
+    return mf.Build(
+        torch_version=wheel.version.split("+")[0],
+        date=date or mf.format_date(identity.built),
+        git_version=identity.git_version,
+        pins=pins,
+        **fields,
+    )
 
 
 def release(
@@ -195,21 +203,12 @@ def release(
         recent = ", ".join(sorted(known, key=Version)[-8:])
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
-    vision = [
-        w
-        for w in wheels.project_wheels(index, "torchvision")
-        if w.public_version.startswith(series)
-    ]
-    with_vision = _combos(vision, pythons)
+    all_vision = wheels.project_wheels(index, "torchvision")
+    with_vision = _combos([w for w in all_vision if w.public_version.startswith(series)], pythons)
     # no torchvision for a Python: the suite skips those models there
-    wanted = {
-        combo: requirements(
-            exact, torchvision or (None if combo in with_vision else "none"), transformers
-        )
-        for combo, exact in combos.items()
-    }
-    pins = _resolved(wanted, index)
-    return _build(pins, date, id=version, torch_version=version, kind="release", tag=f"v{version}")
+    vision = {c: torchvision or (None if c in with_vision else "none") for c in combos}
+    pins = _resolved(combos, vision, transformers, index)
+    return _build(pins, date, id=version, kind="release", tag=f"v{version}")
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
@@ -249,8 +248,9 @@ def nightly(
             found = [w.version for w in wheels.project_wheels(index, "torchvision")]
             vision = max((v for v in found if stamp in v), key=Version, default="none")
             extra = (transformers_index,) if transformers_index != index else ()
-            wanted = {c: requirements(v, vision, transformers) for c, v in combos.items()}
-            pins.update(_resolved(wanted, index, extra))
+            pins.update(
+                _resolved(combos, dict.fromkeys(combos, vision), transformers, index, extra)
+            )
     if not pins:
         day = datetime.fromisoformat(date)
         near = [
@@ -258,8 +258,7 @@ def nightly(
         ]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
         raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
-    torch = next(pin for pin in pins[min(pins)] if pin.name == "torch")
-    return _build(pins, id=date, torch_version=torch.version.split("+")[0], kind="nightly")
+    return _build(pins, id=date, kind="nightly")
 
 
 def _file_pin(path: Path, sha256: str | None = None) -> tuple[mf.Pin, Path]:
@@ -294,11 +293,7 @@ def _own_build(
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
     identity = wheels.torch_identity(str(torch_file))
-    try:
-        same = Version(identity.version) == Version(wheel.version)
-    except InvalidVersion:
-        same = False
-    if not same:
+    if canonicalize_version(identity.version) != canonicalize_version(wheel.version):
         raise ResolveError(
             f"{wheel.filename}: its metadata says torch {wheel.version}, its torch/version.py"
             f" {identity.version}; refusing a wheel that contradicts itself"
@@ -352,8 +347,8 @@ def wheel_url(
             f"{url!r} is not an https:// or file:// URL (http is refused: it could change the"
             " wheel on the way); for a wheel file use add-wheel"
         )
-    digest = sha256 or (fragment[7:] if fragment.startswith("sha256=") else None)
-    if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+    digest = sha256 or fragment.removeprefix("sha256=")
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(
             "a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...;"
             f" got {digest!r}"
@@ -392,10 +387,11 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
 
 def keep(originals: list[mf.Pin]) -> list[Path]:
     """Copy ``originals`` into the wheel store; the copies made now."""
-    fresh = [pin for pin in originals if not install_build.stored_wheel(vars(pin)).is_file()]
+    stored = [install_build.stored_wheel(vars(pin)) for pin in originals]
+    fresh = [path for path in stored if not path.is_file()]
     for pin in originals:
         _fetch(pin)
-    return [install_build.stored_wheel(vars(pin)) for pin in fresh]
+    return fresh
 
 
 def existing(
