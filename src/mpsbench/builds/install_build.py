@@ -527,55 +527,50 @@ def ensure_suite_needs(key: str) -> str:
     )
 
 
-def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, str]], Path, bool]:
-    """The build in ``build_dir``, installed: key, pins, folder (True: just now)."""
+def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
+    """The build installed but not switched to: its record, sys.path entries and variables."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
+    pins: list[dict[str, str]] = []
+    key, fresh = "existing", False
     if build["kind"] == "existing":
         folder = Path(build["site_packages"])
         if not (folder / "torch" / "__init__.py").is_file():
             raise InstallError(f"{_ref(build)}: {folder} holds no torch")
-        return build, "existing", [], folder, False
-    key, pins = select_pins(build)
-    if unfit := why_not_here([pin["filename"] for pin in pins]):
-        raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
-    return build, key, pins, *ensure_installed(pins)
-
-
-def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build installed but not switched to, for a server's PYTHONPATH."""
-    build, key, _, folder, fresh = build_folder(build_dir)
+    else:
+        key, pins = select_pins(build)
+        if unfit := why_not_here([pin["filename"] for pin in pins]):
+            raise InstallError(
+                f"{_ref(build)} cannot run here, skipped before any download: {unfit}"
+            )
+        folder, fresh = ensure_installed(pins)
     return {
         "build": _name(build),
+        "torch_version": build["torch_version"],
+        "platform": key,
+        "folder": str(folder),
+        "fresh": fresh,
+        "pins": pins,
         "paths": [str(folder), str(suite_src.resolve())],
         "torch_dir": str(folder.resolve() / "torch"),
         "env": dict(build.get("env") or {}),
-        "fresh": fresh,
         "needs": ensure_suite_needs(key),
     }
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
-    build, key, pins, folder, fresh = build_folder(build_dir)
+    placed = paths(build_dir, suite_src)
+    key, folder = placed["platform"], Path(placed["folder"])
     # heal line first: site adds only folders that exist, so a healed one still reaches sys.path
-    lines = [] if key == "existing" else [_heal_line(folder, env_dir)]
-    lines += [str(folder), str(suite_src.resolve())]
-    if build.get("env"):
-        lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
+    lines = [*([] if key == "existing" else [_heal_line(folder, env_dir)]), *placed["paths"]]
+    if placed["env"]:
+        lines.append(f"import os; os.environ.update({json.dumps(placed['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
-    record = {
-        "build": _name(build),
-        "platform": key,
-        "folder": str(folder),
-        "fresh": fresh,
-        "pins": pins,
-    }
-    (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
-    needs = ensure_suite_needs(key)
-    how = "installed" if fresh else "switched to cached"
+    (env_dir / RECORD).write_text(json.dumps(placed, indent=1) + "\n")
+    how = "installed" if placed["fresh"] else "switched to cached"
     seconds = time.perf_counter() - started
-    return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {seconds:.2f} s{needs}"
+    return f"mpsbench: {how} torch {placed['torch_version']} ({key}) in {seconds:.2f} s{placed['needs']}"
 
 
 def _heal_line(folder: Path, env_dir: Path) -> str:
