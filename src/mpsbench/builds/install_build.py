@@ -35,7 +35,7 @@ RECORD = "mpsbench-build.json"
 CACHE_ENV = "MPSBENCH_CACHE"
 PLATFORM_ENV = "MPSBENCH_PLATFORM"
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # os.pathsep-separated folders of pinned wheels
-RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # a file of the timeline hashes this asv run may install
+RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # file of the timeline hashes this run may install
 HEALING_ENV = "MPSBENCH_HEALING"
 PIP_FETCHES = ("torch", "torchvision", "transformers")  # pip download tried before their URL
 WITHOUT = {
@@ -142,7 +142,7 @@ def platform_candidates() -> list[str]:
     if sys.platform == "darwin" and machine == "arm64":
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
-        # PyPI's Linux torch is a CUDA build, which runs on the cpu too
+        # PyPI's Linux torch (CUDA) runs on the cpu too
         keys = ["linux-x86_64-cpu", "linux-x86_64-cuda"]
         return keys[::-1] if nvidia_gpu() else keys
     return []
@@ -191,19 +191,15 @@ def select_pins(
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
     """Why one of these wheels cannot run here (under ``python``, else this one)."""
     tags, utils = _packaging()
-    platforms = list(tags.platform_tags())
-    here = (
-        set(tags.sys_tags())
-        if python is None
-        else {
-            *tags.cpython_tags(python, platforms=platforms),
-            *tags.compatible_tags(python, platforms=platforms),
-        }
-    )
+    platforms, this = list(tags.platform_tags()), _python_tag(python)
+    here = {
+        *tags.cpython_tags(python, platforms=platforms),
+        *tags.compatible_tags(python, this, platforms),
+    }
     for filename in filenames:
         wanted = utils.parse_wheel_filename(filename)[3]
         if here.isdisjoint(wanted):
-            return f"{filename} needs {_requirement(wanted, here, _python_tag(python))}"
+            return f"{filename} needs {_requirement(wanted, here, this)}"
     return None
 
 
@@ -276,7 +272,7 @@ def _check(pin: dict[str, str], found: Path, where: str) -> None:
 
 
 DOWNLOAD_TRIES = 5
-DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled for each next one
+DOWNLOAD_BACKOFF = 2.0  # seconds, doubled at each retry
 PROGRESS_EVERY = 60.0
 
 
@@ -562,7 +558,7 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
     placed = paths(build_dir, suite_src)
     key, folder = placed["platform"], Path(placed["folder"])
-    # heal line first: site adds only folders that exist, so a healed one still reaches sys.path
+    # heal first: site adds only folders that exist, and it may restore one
     lines = [*([] if key == "existing" else [_heal_line(folder, env_dir)]), *placed["paths"]]
     if placed["env"]:
         lines.append(f"import os; os.environ.update({json.dumps(placed['env'], sort_keys=True)})")

@@ -51,7 +51,7 @@ def _form(expected: str, test: Callable[[Any], object] | str) -> BeforeValidator
 
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
-    """Whether ``value`` matches ``pattern`` and makes a one-level git ref name."""
+    """Whether ``value`` matches ``pattern`` and is a one-level git ref name."""
     return (
         isinstance(value, str)
         and re.fullmatch(pattern, value) is not None
@@ -412,14 +412,12 @@ def check_name(what: str, value: str) -> None:
 def append(manifest: Manifest, name: str, build: Build, parent: str | None = None) -> Manifest:
     """A new manifest with ``build`` appended to channel ``name`` (new: forked from ``parent``)."""
     manifest.check_new(name, build.id, parent)
-    validate(Manifest((Channel(name, (build,)),)))  # the build's fields first
-    refuse_future(build.date, f"build {name}@{build.id} dated")
-    existing = manifest.channel(name)
-    if existing is None:
-        channels = (*manifest.channels, Channel(name, (build,), parent))
-    else:
-        updated = replace(existing, builds=(*existing.builds, build))
-        channels = tuple(updated if c.name == name else c for c in manifest.channels)
+    channels = tuple(
+        replace(c, builds=(*c.builds, build)) if c.name == name else c for c in manifest.channels
+    )
+    if manifest.channel(name) is None:
+        channels += (Channel(name, (build,), parent),)
     result = Manifest(channels, manifest.defaults)
-    validate(result)
+    validate(result)  # before the date is parsed
+    refuse_future(build.date, f"build {name}@{build.id} dated")
     return result

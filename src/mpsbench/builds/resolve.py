@@ -1,5 +1,5 @@
-"""A release, a nightly, a wheel file or URL, or an installed torch as a Build, each wheel pinned
-by URL and sha256."""
+"""A Build from a release, nightly, wheel file or URL, or installed torch; wheels pinned by URL
+and sha256."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ NIGHTLY_INDEXES = (
 PYTHONS = ("cp310", "cp311", "cp312", "cp313")
 # whose torch wheel gives a build its git_version and date, by preference
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
-# (torch below, the first transformers too new for it), unsaid by the metadata: 4.50 imports
-# torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
+# (torch below, first transformers too new), unsaid by the metadata: 4.50 imports torch.compiler
+# (2.1+), 5.14 DTensor (2.5+)
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
 _MANYLINUX = (
     *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
@@ -51,7 +51,7 @@ Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # or per platform
 
 
 class ResolveError(errors.UserError):
-    pass
+    """A build that cannot be resolved."""
 
 
 def torchvision_series(torch_version: str) -> str:
@@ -125,7 +125,7 @@ def pip_set(
 def check_set(
     pins: list[mf.Pin], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[str]:
-    """What pip finds wrong with a pinned set."""
+    """Problems pip finds with a pinned set."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
     for found in pip_set([f"{p.name}=={p.version}" for p in pins], platform, python, index, extra):
@@ -326,7 +326,6 @@ def wheel_file(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel file, with an optional torchvision wheel."""
     wheels.index_uri(index)
     own = [_file_pin(path, sha256), *([_file_pin(torchvision)] if torchvision else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
@@ -340,7 +339,7 @@ def wheel_url(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel at a URL, fetched once into the wheel store."""
+    """Fetched once into the wheel store."""
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
         raise ResolveError(

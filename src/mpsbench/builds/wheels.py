@@ -102,7 +102,6 @@ def index_uri(index: str) -> str:
 
 
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
-    """Every wheel of ``project`` on a PEP 503 index."""
     page_url = f"{index_uri(index_url).rstrip('/')}/{packaging.utils.canonicalize_name(project)}/"
     try:  # a folder: index.html
         with open_url(page_url + ("index.html" if page_url[:7] == "file://" else "")) as response:
