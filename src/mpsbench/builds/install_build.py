@@ -171,7 +171,7 @@ def select_pins(
         if not all(pin.get("python") for pin in pins):
             raise InstallError(
                 f"{_ref(build)} has no set per Python for {key} (pip would fetch the rest"
-                " unchecked); re-pin it: `mpsbench build add-release VERSION --channel NAME`"
+                " unchecked); re-pin it with `mpsbench build add-release`"
             )
         chosen = [pin for pin in pins if pin["python"] == tag]
         if any(pin["name"] == "torch" for pin in chosen):
@@ -278,8 +278,9 @@ PROGRESS_EVERY = 60.0
 
 def open_url(url: str, method: str | None = None, timeout: float = 60, **headers: str) -> Any:
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
-    request = urllib.request.Request(url, method=method, headers=headers)
-    return urllib.request.urlopen(request, timeout=timeout)
+    return urllib.request.urlopen(
+        urllib.request.Request(url, method=method, headers=headers), timeout=timeout
+    )
 
 
 def _download(

@@ -203,8 +203,10 @@ def release(
         recent = ", ".join(sorted(known, key=Version)[-8:])
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
-    all_vision = wheels.project_wheels(index, "torchvision")
-    with_vision = _combos([w for w in all_vision if w.public_version.startswith(series)], pythons)
+    with_vision = _combos(
+        [w for w in wheels.project_wheels(index, "torchvision") if w.version.startswith(series)],
+        pythons,
+    )
     # no torchvision for a Python: the suite skips those models there
     vision = {c: torchvision or (None if c in with_vision else "none") for c in combos}
     pins = _resolved(combos, vision, transformers, index)
@@ -295,8 +297,8 @@ def _own_build(
     identity = wheels.torch_identity(str(torch_file))
     if canonicalize_version(identity.version) != canonicalize_version(wheel.version):
         raise ResolveError(
-            f"{wheel.filename}: its metadata says torch {wheel.version}, its torch/version.py"
-            f" {identity.version}; refusing a wheel that contradicts itself"
+            f"{wheel.filename}: its metadata says torch {wheel.version} but its"
+            f" torch/version.py {identity.version}"
         )
     wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
     wanted += requirements(identity.version, "none", transformers)[1:]  # all but torch

@@ -140,7 +140,7 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
     if lock := next(filter(Path.exists, locks), None):
         raise UserError(
             f"{lock} exists: a git writing the timeline runs or died; if none runs, delete it and"
-            " run the command again (nothing was changed)"
+            " retry (nothing was changed)"
         )
     return generated
 
@@ -177,7 +177,7 @@ def _verify(repo: Path, generated: Generated) -> None:
         why = (git.said(done) or done.stdout.decode()).splitlines()[:1] or ["git fsck failed"]
         raise UserError(
             f"the timeline {repo} holds a damaged object ({why[0]}); delete {_objects(repo)} and run"
-            " `mpsbench timeline generate` to write it again"
+            " `mpsbench timeline generate`"
         )
 
 

@@ -73,8 +73,7 @@ def platform_key(wheel: WheelName) -> str | None:
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
         local = packaging.version.Version(wheel.version).local or ""
-        cpu = local == "cpu" or local.startswith("cpu.")
-        return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
+        return "linux-x86_64-cpu" if local.split(".")[0] == "cpu" else "linux-x86_64-cuda"
     return None
 
 
@@ -178,8 +177,9 @@ def torch_identity(location: str) -> TorchIdentity:
     if not found:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?")
     text, info = found["torch/version.py"]
-    built = datetime(*info.date_time, tzinfo=timezone.utc)
-    return TorchIdentity(*version_py(text, location), built)
+    return TorchIdentity(
+        *version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc)
+    )
 
 
 def own_identity(location: str) -> WheelName:
