@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
-from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
 from mpsbench.builds.install_build import allowed_url, plain_wheel_name
 from mpsbench.builds.wheels import PLATFORMS
@@ -97,9 +97,7 @@ Ref = Annotated[str, _form("a build as CHANNEL@ID", f"{_NAME}@{_NAME}")]
 EnvName = Annotated[str, _form("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*")]
 Minor = Annotated[str, _form("a minor release such as 1.12", r"\d+\.\d+")]
 Python = Annotated[str, _form("a Python version such as 3.12", r"3\.\d+")]
-Count = Annotated[
-    int, Strict(), _form("a whole number of at least 1", lambda v: type(v) is int and v >= 1)
-]
+Count = Annotated[int, _form("a whole number of at least 1", lambda v: type(v) is int and v >= 1)]
 _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
 
 
