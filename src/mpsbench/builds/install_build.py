@@ -1,4 +1,4 @@
-"""Install a timeline build in an asv environment once and switch to it by a .pth file (standard
+"""Install a timeline build once and switch an asv environment to it by a .pth file (standard
 library and pip only).
 
     install_build.py install BUILD_DIR ENV_DIR SUITE_SRC | uninstall ENV_DIR | heal ENV_DIR
@@ -422,7 +422,6 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
         with _locked(root / "builds" / f"{staging.name.split('.staging-')[0]}.lock", False) as free:

@@ -214,7 +214,7 @@ def release(
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
-    """Every nightly date on ``indexes``, oldest first."""
+    """Oldest first."""
     stamps = (
         NIGHTLY_STAMP.search(wheel.version)
         for index in indexes

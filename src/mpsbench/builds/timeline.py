@@ -201,7 +201,7 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
 
 
 def range_refusal(repo: Path, arg: str | None) -> str | None:
-    """:func:`bad_range` of a parsed range ``arg`` (None: each branch's tip)."""
+    """:func:`bad_range` of a parsed range (None: each branch's tip)."""
     try:
         if arg is not None:
             ranges.builds(repo, list(_refs(repo)), arg)
@@ -217,7 +217,7 @@ def pytorch_url(old_version: str | None, new_version: str) -> str:
 
 
 class Reader:
-    """Build records from timeline commits (a recorded build may have left the manifest)."""
+    """Build records of timeline commits (a recorded build may have left the manifest)."""
 
     def __init__(self, repo: Path | None) -> None:
         self.repo = repo if repo is not None and _git_dir(repo) else None
