@@ -32,28 +32,28 @@ class WheelError(errors.UserError):
     """A wheel or index that cannot be used."""
 
 
+def _dotted(parts: Iterable[str]) -> str:
+    return ".".join(sorted(set(parts)))
+
+
 @dataclass(frozen=True)
 class WheelName:
     filename: str
     name: str  # canonical, '-' written '_'
     version: str
-    python: str
-    platform: str
+    tags: frozenset[packaging.tags.Tag]
 
     @property
     def public_version(self) -> str:
         return self.version.split("+", 1)[0]
 
+    @property
+    def python(self) -> str:
+        return _dotted(tag.interpreter for tag in self.tags)
 
-def _name(
-    filename: str, name: str, version: object, tags: frozenset[packaging.tags.Tag]
-) -> WheelName:
-
-    def dotted(parts: Iterable[str]) -> str:
-        return ".".join(sorted(set(parts)))
-
-    interpreters, platforms = dotted(t.interpreter for t in tags), dotted(t.platform for t in tags)
-    return WheelName(filename, name.replace("-", "_"), str(version), interpreters, platforms)
+    @property
+    def platform(self) -> str:
+        return _dotted(tag.platform for tag in self.tags)
 
 
 def parse_wheel_name(filename: str) -> WheelName:
@@ -64,7 +64,7 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise WheelError(
             f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)"
         ) from None
-    return _name(base, name, version, tags)
+    return WheelName(base, name.replace("-", "_"), str(version), tags)
 
 
 def platform_key(wheel: WheelName) -> str | None:
@@ -205,10 +205,9 @@ def own_identity(location: str) -> WheelName:
         raise WheelError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
-    name = packaging.utils.canonicalize_name(metadata.get("Name", ""))
-    own = _name(named.filename, name, version, tags)
-    file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
-    if (own.name, own.version, tags) != (named.name, named.version, file_tags):
+    name = packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_")
+    own = WheelName(named.filename, name, str(version), tags)
+    if own != named:
         said = [f"{w.name} {w.version} for {w.python} on {w.platform}" for w in (named, own)]
         raise WheelError(
             f"{named.filename}: its file name says {said[0]}, its own metadata {said[1]};"
