@@ -378,7 +378,6 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             f"the stored copy {stored} (changed since it was checked; delete it to fetch it again)",
         )
         return stored
-    partial = stored.parent / f".{pin['filename']}.{os.getpid()}.partial"
     try:
         stored.parent.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(
@@ -388,12 +387,10 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             _check(pin, found, f"the wheel found at {found}")
             stored.parent.mkdir(exist_ok=True)
             if found.parent != Path(scratch):
-                found = Path(shutil.copyfile(found, partial))
+                found = Path(shutil.copyfile(found, Path(scratch) / found.name))
             os.replace(found, stored)
     except OSError as exc:
         raise disk_problem(exc) from None
-    finally:
-        partial.unlink(missing_ok=True)
     return stored
 
 
@@ -428,13 +425,10 @@ def clean_leftovers(root: Path) -> list[Path]:
             if free:
                 shutil.rmtree(staging, ignore_errors=True)
                 removed.append(staging)
-    owned = [(f, f.name.split("-")[1]) for f in (root / "wheels").glob("fetch-*-*")]
-    partials = (root / "wheels").glob("*/.*.partial")  # .FILENAME.PID.partial
-    for leftover, pid in sorted([*owned, *((p, p.name.rsplit(".", 2)[-2]) for p in partials)]):
-        if not _alive(pid):
-            shutil.rmtree(leftover, ignore_errors=True)
-            leftover.unlink(missing_ok=True)
-            removed.append(leftover)
+    for fetch in sorted((root / "wheels").glob("fetch-*-*")):  # fetch-PID-*
+        if not _alive(fetch.name.split("-")[1]):
+            shutil.rmtree(fetch, ignore_errors=True)
+            removed.append(fetch)
     return removed
 
 
