@@ -7,7 +7,6 @@ library and pip only).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import importlib.metadata
@@ -25,7 +24,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -394,20 +392,6 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     return stored
 
 
-@contextlib.contextmanager
-def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-
-
 def _alive(pid: str) -> bool:
     try:
         os.kill(int(pid), 0)
@@ -419,16 +403,11 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    removed = []
-    for staging in sorted((root / "builds").glob("*.staging-*")):
-        with _locked(root / "builds" / f"{staging.name.split('.staging-')[0]}.lock", False) as free:
-            if free:
-                shutil.rmtree(staging, ignore_errors=True)
-                removed.append(staging)
-    for fetch in sorted((root / "wheels").glob("fetch-*-*")):  # fetch-PID-*
-        if not _alive(fetch.name.split("-")[1]):
-            shutil.rmtree(fetch, ignore_errors=True)
-            removed.append(fetch)
+    """Remove FOLDER.staging-PID-* and fetch-PID-* of processes gone."""
+    left = [*(root / "builds").glob("*.staging-*"), *(root / "wheels").glob("fetch-*-*")]
+    removed = [path for path in sorted(left) if not _alive(path.name.split("-")[-2])]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
     return removed
 
 
@@ -460,14 +439,20 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
     folder = installed_folder(pins)
     if damage(folder) is None:
         return folder, False
+    import fcntl
+
     try:
         clean_leftovers(cache_root())
-        with _locked(folder.with_suffix(".lock")):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(folder.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             if damage(folder) is None:
                 return folder, False
             wheels = [(fetch_wheel(pin), pin) for pin in pins]
             with tempfile.TemporaryDirectory(
-                dir=folder.parent, prefix=folder.name + ".staging-", ignore_cleanup_errors=True
+                dir=folder.parent,
+                prefix=f"{folder.name}.staging-{os.getpid()}-",
+                ignore_cleanup_errors=True,
             ) as scratch:
                 staging, installed = Path(scratch), Path(scratch) / "target"
                 (staging / "tmp").mkdir()  # pip --target unpacks GBs into TMPDIR
