@@ -240,9 +240,9 @@ def _local_wheelhouses() -> list[Path]:
     ]
 
 
-def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # no machine-wide pip constraint may veto the pins
-    env = dict(os.environ, PIP_CONSTRAINT=os.devnull, **({"TMPDIR": str(tmp)} if tmp else {}))
+def _pip(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # pip unpacks GBs into TMPDIR; no machine-wide pip constraint may veto the pins
+    env = dict(os.environ, PIP_CONSTRAINT=os.devnull, TMPDIR=str(tmp))
     command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
@@ -255,7 +255,7 @@ def _pip_install_checked(
         "".join(f"{p.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for p, pin in wheels)
     )
     args = ("--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", "-r")
-    done = _pip("install", *args, str(listed), *target, tmp=folder / "tmp" if target else None)
+    done = _pip(folder, "install", *args, str(listed), *target)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise InstallError(f"pip could not install {what}: {' | '.join(said)}")
@@ -359,7 +359,7 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
         return found
     if pin["name"] in PIP_FETCHES:
         spec = f"{pin['name']}=={pin['version']}"
-        _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), spec)
+        _pip(scratch, "download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), spec)
         if (scratch / name).is_file():
             return scratch / name
     return _download(pin["url"], scratch / name)
@@ -454,9 +454,8 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
                 prefix=f"{folder.name}.staging-{os.getpid()}-",
                 ignore_cleanup_errors=True,
             ) as scratch:
-                staging, installed = Path(scratch), Path(scratch) / "target"
-                (staging / "tmp").mkdir()  # pip --target unpacks GBs into TMPDIR
-                _pip_install_checked("the build", wheels, staging, "--target", str(installed))
+                installed = Path(scratch) / "target"
+                _pip_install_checked("the build", wheels, Path(scratch), "--target", str(installed))
                 names = [path.name for path, _ in wheels]
                 (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
                 shutil.rmtree(folder, ignore_errors=True)
