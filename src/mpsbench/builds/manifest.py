@@ -218,18 +218,18 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
 
 
 def _where(loc: list[int | str], data: Any) -> str:
+    """pydantic's error location, a channel or build named where it can be."""
     head = ""
-    if loc[:1] == ["channels"] and len(loc) > 1:
-        channel = data["channels"][loc[1]]
-        name = channel.get("name") if isinstance(channel, dict) else None
-        head = f"channel {name}" if isinstance(name, str) else f"channels[{loc[1]}]"
-        loc = loc[2:]
-        if loc[:1] == ["builds"] and len(loc) > 1:
-            build = channel["builds"][loc[1]]
-            build_id = build.get("id") if isinstance(build, dict) else None
-            named = isinstance(name, str) and isinstance(build_id, str)
-            head = f"build {name}@{build_id}" if named else f"{head}.builds[{loc[1]}]"
-            loc = loc[2:]
+    names: list[Any] = []
+    for key, named in (("channels", "name"), ("builds", "id")):
+        if loc[:1] != [key] or len(loc) < 2:
+            break
+        data, index, loc = data[key][loc[1]], loc[1], loc[2:]
+        names.append(data.get(named) if isinstance(data, dict) else None)
+        if all(isinstance(name, str) for name in names):
+            head = f"{'build' if len(names) > 1 else 'channel'} {'@'.join(names)}"
+        else:
+            head = f"{head}.{key}[{index}]".lstrip(".")
     path = "".join(
         f"[{step}]" if isinstance(step, int) else " (the key)" if step == "[key]" else f".{step}"
         for step in loc
