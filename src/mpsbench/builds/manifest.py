@@ -218,7 +218,6 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
 
 
 def _where(loc: list[int | str], data: Any) -> str:
-    """pydantic's error location, a channel or build named where it can be."""
     head = ""
     names: list[Any] = []
     for key, named in (("channels", "name"), ("builds", "id")):
@@ -340,9 +339,9 @@ def from_json(data: Any, source: str = "manifest") -> Manifest:
             f'{source}: a manifest is a JSON object with "schema": {SCHEMA} and "channels",'
             f" not {type(data).__name__}"
         )
-    if data.get("schema") != SCHEMA or type(data.get("schema")) is not int:
-        raise ManifestError(f"{source}: schema = {data.get('schema')!r}: expected {SCHEMA}")
-    body = {key: value for key, value in data.items() if key != "schema"}
+    body = dict(data)
+    if type(schema := body.pop("schema", None)) is not int or schema != SCHEMA:
+        raise ManifestError(f"{source}: schema = {schema!r}: expected {SCHEMA}")
     try:
         manifest: Manifest = _adapter(Manifest).validate_python(body)
         _check_rules(manifest)
