@@ -156,12 +156,9 @@ class TorchIdentity:
 
 
 def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]:
-    source = (
-        _HTTPRangeFile(location)
-        if location.startswith(("http://", "https://"))
-        else install_build.local_path(location)
-    )
+    remote = location.startswith(("http://", "https://"))
     try:
+        source = _HTTPRangeFile(location) if remote else install_build.local_path(location)
         with zipfile.ZipFile(source) as wheel:
             return {
                 info.filename: (wheel.read(info).decode(), info)
