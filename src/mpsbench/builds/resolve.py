@@ -165,12 +165,11 @@ def _resolved(
 
 
 def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any) -> mf.Build:
-    for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
-        if torch := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
-            break
-    else:
-        raise ResolveError("no torch wheel to read the build's identity from")
-    wheel = min(torch, key=lambda pin: ("cp311" not in pin.filename, pin.filename))
+    platform = next(key for key in _IDENTITY_PLATFORMS if key in pins)
+    wheel = min(
+        (pin for pin in pins[platform] if pin.name == "torch"),
+        key=lambda pin: ("cp311" not in pin.filename, pin.filename),
+    )
     identity = wheels.torch_identity(wheel.url)
     return mf.Build(
         torch_version=wheel.version.split("+")[0],
