@@ -202,7 +202,7 @@ def parse_date(value: str) -> datetime:
     return datetime.strptime(value, _DATE).replace(tzinfo=timezone.utc)
 
 
-def refuse_future(date: str, what: str = "build date") -> None:
+def refuse_future(date: str, what: str) -> None:
     """Refuse a ``date`` over a day ahead: as a tip it would refuse every real build."""
     latest = datetime.now(timezone.utc) + FUTURE
     if parse_date(date) > latest:
