@@ -535,9 +535,10 @@ def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
     placed = paths(build_dir, suite_src)
-    key, folder = placed["platform"], Path(placed["folder"])
+    key = placed["platform"]
     # heal first: site adds only folders that exist, and it may restore one
-    lines = [*([] if key == "existing" else [_heal_line(folder, env_dir)]), *placed["paths"]]
+    lines = [] if key == "existing" else [_heal_line(Path(placed["folder"]), env_dir)]
+    lines += placed["paths"]
     if placed["env"]:
         lines.append(f"import os; os.environ.update({json.dumps(placed['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
