@@ -381,7 +381,7 @@ def test_a_full_disk_while_storing_a_wheel_is_one_line_with_the_path_and_leaves_
     monkeypatch.setattr(install_build.shutil, "copyfile", full)
     with pytest.raises(
         install_build.InstallError,
-        match=r"^cannot write the build cache at .*\.partial: No space left on"
+        match=r"^cannot write the build cache at .*\.whl: No space left on"
         r" device; free space there, or set MPSBENCH_CACHE to a folder",
     ):
         install_build.fetch_wheel(pin)
@@ -390,14 +390,12 @@ def test_a_full_disk_while_storing_a_wheel_is_one_line_with_the_path_and_leaves_
     ]
 
 
-def test_a_partial_copy_of_a_dead_process_is_removed_and_a_living_ones_kept(cache):
-    store = cache / "cache" / "wheels" / ("0" * 64)
-    store.mkdir(parents=True)
-    dead, living = (
-        store / f".torch-1-py3-none-any.whl.{pid}.partial" for pid in (999999999, os.getpid())
-    )
-    dead.write_bytes(b"x")
-    living.write_bytes(b"x")
+def test_a_fetch_of_a_dead_process_is_removed_and_a_living_ones_kept(cache):
+    store = cache / "cache" / "wheels"
+    dead, living = (store / f"fetch-{pid}-abc" for pid in (999999999, os.getpid()))
+    for fetch in (dead, living):
+        fetch.mkdir(parents=True)
+        (fetch / "torch-1-py3-none-any.whl").write_bytes(b"x")
     assert install_build.clean_leftovers(cache / "cache") == [dead]
     assert living.exists()
 

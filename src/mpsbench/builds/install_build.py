@@ -1,4 +1,4 @@
-"""Install a timeline build in an asv environment once and switch to it by a .pth file (standard
+"""Install a timeline build once and switch an asv environment to it by a .pth file (standard
 library and pip only).
 
     install_build.py install BUILD_DIR ENV_DIR SUITE_SRC | uninstall ENV_DIR | heal ENV_DIR
@@ -7,7 +7,6 @@ library and pip only).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import importlib.metadata
@@ -25,7 +24,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,7 +33,7 @@ RECORD = "mpsbench-build.json"
 CACHE_ENV = "MPSBENCH_CACHE"
 PLATFORM_ENV = "MPSBENCH_PLATFORM"
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # os.pathsep-separated folders of pinned wheels
-RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # a file of the timeline hashes this asv run may install
+RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # file of the timeline hashes this run may install
 HEALING_ENV = "MPSBENCH_HEALING"
 PIP_FETCHES = ("torch", "torchvision", "transformers")  # pip download tried before their URL
 WITHOUT = {
@@ -142,7 +140,7 @@ def platform_candidates() -> list[str]:
     if sys.platform == "darwin" and machine == "arm64":
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
-        # PyPI's Linux torch is a CUDA build, which runs on the cpu too
+        # PyPI's Linux torch (CUDA) runs on the cpu too
         keys = ["linux-x86_64-cpu", "linux-x86_64-cuda"]
         return keys[::-1] if nvidia_gpu() else keys
     return []
@@ -171,7 +169,7 @@ def select_pins(
         if not all(pin.get("python") for pin in pins):
             raise InstallError(
                 f"{_ref(build)} has no set per Python for {key} (pip would fetch the rest"
-                " unchecked); re-pin it: `mpsbench build add-release VERSION --channel NAME`"
+                " unchecked); re-pin it with `mpsbench build add-release`"
             )
         chosen = [pin for pin in pins if pin["python"] == tag]
         if any(pin["name"] == "torch" for pin in chosen):
@@ -191,19 +189,15 @@ def select_pins(
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
     """Why one of these wheels cannot run here (under ``python``, else this one)."""
     tags, utils = _packaging()
-    platforms = list(tags.platform_tags())
-    here = (
-        set(tags.sys_tags())
-        if python is None
-        else {
-            *tags.cpython_tags(python, platforms=platforms),
-            *tags.compatible_tags(python, platforms=platforms),
-        }
-    )
+    platforms, this = list(tags.platform_tags()), _python_tag(python)
+    here = {
+        *tags.cpython_tags(python, platforms=platforms),
+        *tags.compatible_tags(python, this, platforms),
+    }
     for filename in filenames:
         wanted = utils.parse_wheel_filename(filename)[3]
         if here.isdisjoint(wanted):
-            return f"{filename} needs {_requirement(wanted, here, _python_tag(python))}"
+            return f"{filename} needs {_requirement(wanted, here, this)}"
     return None
 
 
@@ -246,9 +240,9 @@ def _local_wheelhouses() -> list[Path]:
     ]
 
 
-def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # no machine-wide pip constraint may veto the pins
-    env = dict(os.environ, PIP_CONSTRAINT=os.devnull, **({"TMPDIR": str(tmp)} if tmp else {}))
+def _pip(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # pip unpacks GBs into TMPDIR; no machine-wide pip constraint may veto the pins
+    env = dict(os.environ, PIP_CONSTRAINT=os.devnull, TMPDIR=str(tmp))
     command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
@@ -261,7 +255,7 @@ def _pip_install_checked(
         "".join(f"{p.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for p, pin in wheels)
     )
     args = ("--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", "-r")
-    done = _pip("install", *args, str(listed), *target, tmp=folder / "tmp" if target else None)
+    done = _pip(folder, "install", *args, str(listed), *target)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise InstallError(f"pip could not install {what}: {' | '.join(said)}")
@@ -276,8 +270,15 @@ def _check(pin: dict[str, str], found: Path, where: str) -> None:
 
 
 DOWNLOAD_TRIES = 5
-DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled for each next one
+DOWNLOAD_BACKOFF = 2.0  # seconds, doubled at each retry
 PROGRESS_EVERY = 60.0
+
+
+def open_url(url: str, method: str | None = None, timeout: float = 60, **headers: str) -> Any:
+    headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
+    return urllib.request.urlopen(
+        urllib.request.Request(url, method=method, headers=headers), timeout=timeout
+    )
 
 
 def _download(
@@ -294,10 +295,10 @@ def _download(
                 target, f"{problem}; attempt {attempt} of {tries} in {wait:.0f} s, from byte {done}"
             )
             time.sleep(wait)
-        headers = {"User-Agent": "mpsbench", **({"Range": f"bytes={done}-"} if done else {})}
         try:
-            request = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(request, timeout=120) as response:
+            with open_url(
+                url, timeout=120, **({"Range": f"bytes={done}-"} if done else {})
+            ) as response:
                 if response.status != 206:  # the Range was ignored: start over
                     done = 0
                 if (length := response.headers.get("Content-Length")) is not None:
@@ -350,16 +351,18 @@ def local_path(location: str) -> Path:
 
 def _find(pin: dict[str, str], scratch: Path) -> Path:
     name = pin["filename"]
-    found = next((f / name for f in _local_wheelhouses() if (f / name).is_file()), None)
-    if found is None and pin["url"].startswith("file://"):
-        found = local_path(pin["url"])
-        if not found.is_file():
+    if housed := [f / name for f in _local_wheelhouses() if (f / name).is_file()]:
+        return housed[0]
+    if pin["url"].startswith("file://"):
+        if not (found := local_path(pin["url"])).is_file():
             raise InstallError(f"{name}: the pinned file {found} does not exist")
-    if found is None and pin["name"] in PIP_FETCHES:
+        return found
+    if pin["name"] in PIP_FETCHES:
         spec = f"{pin['name']}=={pin['version']}"
-        _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), spec)
-        found = scratch / name if (scratch / name).is_file() else None
-    return found or _download(pin["url"], scratch / name)
+        _pip(scratch, "download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), spec)
+        if (scratch / name).is_file():
+            return scratch / name
+    return _download(pin["url"], scratch / name)
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:
@@ -373,36 +376,20 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             f"the stored copy {stored} (changed since it was checked; delete it to fetch it again)",
         )
         return stored
-    partial = stored.parent / f".{pin['filename']}.{os.getpid()}.partial"
     try:
         stored.parent.parent.mkdir(parents=True, exist_ok=True)
-        prefix = f"fetch-{os.getpid()}-"
-        with tempfile.TemporaryDirectory(dir=stored.parent.parent, prefix=prefix) as scratch:
+        with tempfile.TemporaryDirectory(
+            dir=stored.parent.parent, prefix=f"fetch-{os.getpid()}-"
+        ) as scratch:
             found = _find(pin, Path(scratch))
             _check(pin, found, f"the wheel found at {found}")
             stored.parent.mkdir(exist_ok=True)
             if found.parent != Path(scratch):
-                found = Path(shutil.copyfile(found, partial))
+                found = Path(shutil.copyfile(found, Path(scratch) / found.name))
             os.replace(found, stored)
     except OSError as exc:
         raise disk_problem(exc) from None
-    finally:
-        partial.unlink(missing_ok=True)
     return stored
-
-
-@contextlib.contextmanager
-def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
 
 
 def _alive(pid: str) -> bool:
@@ -416,20 +403,11 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left."""
-    removed = []
-    for staging in sorted((root / "builds").glob("*.staging-*")):
-        with _locked(root / "builds" / f"{staging.name.split('.staging-')[0]}.lock", False) as free:
-            if free:
-                shutil.rmtree(staging, ignore_errors=True)
-                removed.append(staging)
-    fetches = [(f, f.name.split("-")[1]) for f in sorted((root / "wheels").glob("fetch-*-*"))]
-    partials = sorted((root / "wheels").glob("*/.*.partial"))  # .FILENAME.PID.partial
-    for leftover, pid in [*fetches, *((p, p.name.rsplit(".", 2)[-2]) for p in partials)]:
-        if not _alive(pid):
-            shutil.rmtree(leftover, ignore_errors=True)
-            leftover.unlink(missing_ok=True)
-            removed.append(leftover)
+    """Remove FOLDER.staging-PID-* and fetch-PID-* of processes gone."""
+    left = [*(root / "builds").glob("*.staging-*"), *(root / "wheels").glob("fetch-*-*")]
+    removed = [path for path in sorted(left) if not _alive(path.name.split("-")[-2])]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
     return removed
 
 
@@ -461,23 +439,27 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
     folder = installed_folder(pins)
     if damage(folder) is None:
         return folder, False
+    import fcntl
+
     try:
         clean_leftovers(cache_root())
-        with _locked(folder.with_suffix(".lock")):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(folder.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             if damage(folder) is None:
                 return folder, False
             wheels = [(fetch_wheel(pin), pin) for pin in pins]
-            staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
-            try:
-                (staging / "tmp").mkdir()  # pip --target unpacks GBs into TMPDIR
-                installed = staging / "target"
-                _pip_install_checked("the build", wheels, staging, "--target", str(installed))
+            with tempfile.TemporaryDirectory(
+                dir=folder.parent,
+                prefix=f"{folder.name}.staging-{os.getpid()}-",
+                ignore_cleanup_errors=True,
+            ) as scratch:
+                installed = Path(scratch) / "target"
+                _pip_install_checked("the build", wheels, Path(scratch), "--target", str(installed))
                 names = [path.name for path, _ in wheels]
                 (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
                 shutil.rmtree(folder, ignore_errors=True)
                 os.replace(installed, folder)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
             return folder, True
     except OSError as exc:
         raise disk_problem(exc) from None
@@ -519,55 +501,51 @@ def ensure_suite_needs(key: str) -> str:
     )
 
 
-def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, str]], Path, bool]:
-    """The build in ``build_dir``, installed: key, pins, folder (True: just now)."""
+def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
+    """The build installed but not switched to: its record, sys.path entries and variables."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
+    pins: list[dict[str, str]] = []
+    key, fresh = "existing", False
     if build["kind"] == "existing":
         folder = Path(build["site_packages"])
         if not (folder / "torch" / "__init__.py").is_file():
             raise InstallError(f"{_ref(build)}: {folder} holds no torch")
-        return build, "existing", [], folder, False
-    key, pins = select_pins(build)
-    if unfit := why_not_here([pin["filename"] for pin in pins]):
-        raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
-    return build, key, pins, *ensure_installed(pins)
-
-
-def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build installed but not switched to, for a server's PYTHONPATH."""
-    build, key, _, folder, fresh = build_folder(build_dir)
+    else:
+        key, pins = select_pins(build)
+        if unfit := why_not_here([pin["filename"] for pin in pins]):
+            raise InstallError(
+                f"{_ref(build)} cannot run here, skipped before any download: {unfit}"
+            )
+        folder, fresh = ensure_installed(pins)
     return {
         "build": _name(build),
+        "torch_version": build["torch_version"],
+        "platform": key,
+        "folder": str(folder),
+        "fresh": fresh,
+        "pins": pins,
         "paths": [str(folder), str(suite_src.resolve())],
         "torch_dir": str(folder.resolve() / "torch"),
         "env": dict(build.get("env") or {}),
-        "fresh": fresh,
         "needs": ensure_suite_needs(key),
     }
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
-    build, key, pins, folder, fresh = build_folder(build_dir)
-    # heal line first: site adds only folders that exist, so a healed one still reaches sys.path
-    lines = [] if key == "existing" else [_heal_line(folder, env_dir)]
-    lines += [str(folder), str(suite_src.resolve())]
-    if build.get("env"):
-        lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
+    placed = paths(build_dir, suite_src)
+    key = placed["platform"]
+    # heal first: site adds only folders that exist, and it may restore one
+    lines = [] if key == "existing" else [_heal_line(Path(placed["folder"]), env_dir)]
+    lines += placed["paths"]
+    if placed["env"]:
+        lines.append(f"import os; os.environ.update({json.dumps(placed['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
-    record = {
-        "build": _name(build),
-        "platform": key,
-        "folder": str(folder),
-        "fresh": fresh,
-        "pins": pins,
-    }
-    (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
-    needs = ensure_suite_needs(key)
-    how = "installed" if fresh else "switched to cached"
+    (env_dir / RECORD).write_text(json.dumps(placed, indent=1) + "\n")
+    how = "installed" if placed["fresh"] else "switched to cached"
     seconds = time.perf_counter() - started
-    return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {seconds:.2f} s{needs}"
+    return f"mpsbench: {how} torch {placed['torch_version']} ({key}) in {seconds:.2f} s{placed['needs']}"
 
 
 def _heal_line(folder: Path, env_dir: Path) -> str:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
-from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
 from mpsbench.builds.install_build import allowed_url, plain_wheel_name
 from mpsbench.builds.wheels import PLATFORMS
@@ -51,7 +51,7 @@ def _form(expected: str, test: Callable[[Any], object] | str) -> BeforeValidator
 
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
-    """Whether ``value`` matches ``pattern`` and makes a one-level git ref name."""
+    """Whether ``value`` matches ``pattern`` and is a one-level git ref name."""
     return (
         isinstance(value, str)
         and re.fullmatch(pattern, value) is not None
@@ -97,9 +97,7 @@ Ref = Annotated[str, _form("a build as CHANNEL@ID", f"{_NAME}@{_NAME}")]
 EnvName = Annotated[str, _form("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*")]
 Minor = Annotated[str, _form("a minor release such as 1.12", r"\d+\.\d+")]
 Python = Annotated[str, _form("a Python version such as 3.12", r"3\.\d+")]
-Count = Annotated[
-    int, Strict(), _form("a whole number of at least 1", lambda v: type(v) is int and v >= 1)
-]
+Count = Annotated[int, _form("a whole number of at least 1", lambda v: type(v) is int and v >= 1)]
 _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
 
 
@@ -204,7 +202,7 @@ def parse_date(value: str) -> datetime:
     return datetime.strptime(value, _DATE).replace(tzinfo=timezone.utc)
 
 
-def refuse_future(date: str, what: str = "build date") -> None:
+def refuse_future(date: str, what: str) -> None:
     """Refuse a ``date`` over a day ahead: as a tip it would refuse every real build."""
     latest = datetime.now(timezone.utc) + FUTURE
     if parse_date(date) > latest:
@@ -221,17 +219,16 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
 
 def _where(loc: list[int | str], data: Any) -> str:
     head = ""
-    if loc[:1] == ["channels"] and len(loc) > 1:
-        channel = data["channels"][loc[1]]
-        name = channel.get("name") if isinstance(channel, dict) else None
-        head = f"channel {name}" if isinstance(name, str) else f"channels[{loc[1]}]"
-        loc = loc[2:]
-        if loc[:1] == ["builds"] and len(loc) > 1:
-            build = channel["builds"][loc[1]]
-            build_id = build.get("id") if isinstance(build, dict) else None
-            named = isinstance(name, str) and isinstance(build_id, str)
-            head = f"build {name}@{build_id}" if named else f"{head}.builds[{loc[1]}]"
-            loc = loc[2:]
+    names: list[Any] = []
+    for key, named in (("channels", "name"), ("builds", "id")):
+        if loc[:1] != [key] or len(loc) < 2:
+            break
+        data, index, loc = data[key][loc[1]], loc[1], loc[2:]
+        names.append(data.get(named) if isinstance(data, dict) else None)
+        if all(isinstance(name, str) for name in names):
+            head = f"{'build' if len(names) > 1 else 'channel'} {'@'.join(names)}"
+        else:
+            head = f"{head}.{key}[{index}]".lstrip(".")
     path = "".join(
         f"[{step}]" if isinstance(step, int) else " (the key)" if step == "[key]" else f".{step}"
         for step in loc
@@ -342,9 +339,9 @@ def from_json(data: Any, source: str = "manifest") -> Manifest:
             f'{source}: a manifest is a JSON object with "schema": {SCHEMA} and "channels",'
             f" not {type(data).__name__}"
         )
-    if data.get("schema") != SCHEMA or type(data.get("schema")) is not int:
-        raise ManifestError(f"{source}: schema = {data.get('schema')!r}: expected {SCHEMA}")
-    body = {key: value for key, value in data.items() if key != "schema"}
+    body = dict(data)
+    if type(schema := body.pop("schema", None)) is not int or schema != SCHEMA:
+        raise ManifestError(f"{source}: schema = {schema!r}: expected {SCHEMA}")
     try:
         manifest: Manifest = _adapter(Manifest).validate_python(body)
         _check_rules(manifest)
@@ -412,14 +409,12 @@ def check_name(what: str, value: str) -> None:
 def append(manifest: Manifest, name: str, build: Build, parent: str | None = None) -> Manifest:
     """A new manifest with ``build`` appended to channel ``name`` (new: forked from ``parent``)."""
     manifest.check_new(name, build.id, parent)
-    validate(Manifest((Channel(name, (build,)),)))  # the build's fields first
-    refuse_future(build.date, f"build {name}@{build.id} dated")
-    existing = manifest.channel(name)
-    if existing is None:
-        channels = (*manifest.channels, Channel(name, (build,), parent))
-    else:
-        updated = replace(existing, builds=(*existing.builds, build))
-        channels = tuple(updated if c.name == name else c for c in manifest.channels)
+    channels = tuple(
+        replace(c, builds=(*c.builds, build)) if c.name == name else c for c in manifest.channels
+    )
+    if manifest.channel(name) is None:
+        channels += (Channel(name, (build,), parent),)
     result = Manifest(channels, manifest.defaults)
-    validate(result)
+    validate(result)  # before the date is parsed
+    refuse_future(build.date, f"build {name}@{build.id} dated")
     return result

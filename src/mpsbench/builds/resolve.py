@@ -1,5 +1,5 @@
-"""A release, a nightly, a wheel file or URL, or an installed torch as a Build, each wheel pinned
-by URL and sha256."""
+"""A Build from a release, nightly, wheel file or URL, or installed torch; wheels pinned by URL
+and sha256."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import packaging.tags
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_version
+from packaging.version import Version
 
 from mpsbench.builds import install_build, wheels
 from mpsbench.builds import manifest as mf
@@ -30,8 +31,8 @@ NIGHTLY_INDEXES = (
 PYTHONS = ("cp310", "cp311", "cp312", "cp313")
 # whose torch wheel gives a build its git_version and date, by preference
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
-# (torch below, the first transformers too new for it), unsaid by the metadata: 4.50 imports
-# torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
+# (torch below, first transformers too new), unsaid by the metadata: 4.50 imports torch.compiler
+# (2.1+), 5.14 DTensor (2.5+)
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
 _MANYLINUX = (
     *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
@@ -55,10 +56,7 @@ class ResolveError(errors.UserError):
 
 def torchvision_series(torch_version: str) -> str:
     """The torchvision series of a torch release (2.14 -> 0.29): old macOS ones pin no torch."""
-    try:
-        major, minor = Version(torch_version).release[:2]
-    except (InvalidVersion, ValueError):
-        raise ResolveError(f"torch version {torch_version!r} is not MAJOR.MINOR[.PATCH]") from None
+    major, minor = Version(torch_version).release[:2]
     return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
 
 
@@ -127,7 +125,7 @@ def pip_set(
 def check_set(
     pins: list[mf.Pin], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[str]:
-    """What pip finds wrong with a pinned set."""
+    """Problems pip finds with a pinned set."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
     for found in pip_set([f"{p.name}=={p.version}" for p in pins], platform, python, index, extra):
@@ -153,24 +151,33 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
 
 
 def _resolved(
-    wanted: dict[tuple[str, str], list[str]], index: str, extra: tuple[str, ...] = ()
+    combos: dict[tuple[str, str], str],
+    torchvision: dict[tuple[str, str], str | None],
+    transformers: str | None,
+    index: str,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, list[mf.Pin]]:
     pins: dict[str, list[mf.Pin]] = {}
-    for (platform, python), lines in sorted(wanted.items()):
-        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra))
+    for (platform, python), torch in sorted(combos.items()):
+        wanted = requirements(torch, torchvision[platform, python], transformers)
+        pins.setdefault(platform, []).extend(pip_set(wanted, platform, python, index, extra))
     return pins
 
 
 def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any) -> mf.Build:
-    for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
-        if torch := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
-            break
-    else:
-        raise ResolveError("no torch wheel to read the build's identity from")
-    wheel = min(torch, key=lambda pin: ("cp311" not in pin.filename, pin.filename))
+    platform = next(key for key in _IDENTITY_PLATFORMS if key in pins)
+    wheel = min(
+        (pin for pin in pins[platform] if pin.name == "torch"),
+        key=lambda pin: ("cp311" not in pin.filename, pin.filename),
+    )
     identity = wheels.torch_identity(wheel.url)
-    date = date or mf.format_date(identity.built)
-    return mf.Build(date=date, git_version=identity.git_version, pins=pins, **fields)
+    return mf.Build(
+        torch_version=wheel.version.split("+")[0],
+        date=date or mf.format_date(identity.built),
+        git_version=identity.git_version,
+        pins=pins,
+        **fields,
+    )
 
 
 def release(
@@ -195,25 +202,18 @@ def release(
         recent = ", ".join(sorted(known, key=Version)[-8:])
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
-    vision = [
-        w
-        for w in wheels.project_wheels(index, "torchvision")
-        if w.public_version.startswith(series)
-    ]
-    with_vision = _combos(vision, pythons)
+    with_vision = _combos(
+        [w for w in wheels.project_wheels(index, "torchvision") if w.version.startswith(series)],
+        pythons,
+    )
     # no torchvision for a Python: the suite skips those models there
-    wanted = {
-        combo: requirements(
-            exact, torchvision or (None if combo in with_vision else "none"), transformers
-        )
-        for combo, exact in combos.items()
-    }
-    pins = _resolved(wanted, index)
-    return _build(pins, date, id=version, torch_version=version, kind="release", tag=f"v{version}")
+    vision = {c: torchvision or (None if c in with_vision else "none") for c in combos}
+    pins = _resolved(combos, vision, transformers, index)
+    return _build(pins, date, id=version, kind="release", tag=f"v{version}")
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
-    """Every nightly date on ``indexes``, oldest first."""
+    """Oldest first."""
     stamps = (
         NIGHTLY_STAMP.search(wheel.version)
         for index in indexes
@@ -249,8 +249,9 @@ def nightly(
             found = [w.version for w in wheels.project_wheels(index, "torchvision")]
             vision = max((v for v in found if stamp in v), key=Version, default="none")
             extra = (transformers_index,) if transformers_index != index else ()
-            wanted = {c: requirements(v, vision, transformers) for c, v in combos.items()}
-            pins.update(_resolved(wanted, index, extra))
+            pins.update(
+                _resolved(combos, dict.fromkeys(combos, vision), transformers, index, extra)
+            )
     if not pins:
         day = datetime.fromisoformat(date)
         near = [
@@ -258,8 +259,7 @@ def nightly(
         ]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
         raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
-    torch = next(pin for pin in pins[min(pins)] if pin.name == "torch")
-    return _build(pins, id=date, torch_version=torch.version.split("+")[0], kind="nightly")
+    return _build(pins, id=date, kind="nightly")
 
 
 def _file_pin(path: Path, sha256: str | None = None) -> tuple[mf.Pin, Path]:
@@ -294,14 +294,10 @@ def _own_build(
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
     identity = wheels.torch_identity(str(torch_file))
-    try:
-        same = Version(identity.version) == Version(wheel.version)
-    except InvalidVersion:
-        same = False
-    if not same:
+    if canonicalize_version(identity.version) != canonicalize_version(wheel.version):
         raise ResolveError(
-            f"{wheel.filename}: its metadata says torch {wheel.version}, its torch/version.py"
-            f" {identity.version}; refusing a wheel that contradicts itself"
+            f"{wheel.filename}: its metadata says torch {wheel.version} but its"
+            f" torch/version.py {identity.version}"
         )
     wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
     wanted += requirements(identity.version, "none", transformers)[1:]  # all but torch
@@ -331,7 +327,6 @@ def wheel_file(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel file, with an optional torchvision wheel."""
     wheels.index_uri(index)
     own = [_file_pin(path, sha256), *([_file_pin(torchvision)] if torchvision else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
@@ -345,15 +340,15 @@ def wheel_url(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel at a URL, fetched once into the wheel store."""
+    """Fetched once into the wheel store."""
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
         raise ResolveError(
             f"{url!r} is not an https:// or file:// URL (http is refused: it could change the"
             " wheel on the way); for a wheel file use add-wheel"
         )
-    digest = sha256 or (fragment[7:] if fragment.startswith("sha256=") else None)
-    if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+    digest = sha256 or fragment.removeprefix("sha256=")
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(
             "a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...;"
             f" got {digest!r}"
@@ -392,10 +387,11 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
 
 def keep(originals: list[mf.Pin]) -> list[Path]:
     """Copy ``originals`` into the wheel store; the copies made now."""
-    fresh = [pin for pin in originals if not install_build.stored_wheel(vars(pin)).is_file()]
+    stored = [install_build.stored_wheel(vars(pin)) for pin in originals]
+    fresh = [path for path in stored if not path.is_file()]
     for pin in originals:
         _fetch(pin)
-    return [install_build.stored_wheel(vars(pin)) for pin in fresh]
+    return fresh
 
 
 def existing(

@@ -1,5 +1,5 @@
-"""The timeline git repository asv walks, a commit per build, made deterministically: asv keys
-results by commit hash."""
+"""The timeline git repository asv walks: one deterministic commit per build (asv keys results by
+commit hash)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def compute(manifest: mf.Manifest, repo: Path, env: dict[str, str] | None = None
     if _git_dir(repo) is None:
         git.text(repo, "init", "--quiet", "--initial-branch=release")
     env = env or {}
-    generated = Generated(branches={}, commits={}, tags={})
+    generated = Generated({}, {}, {})
     for channel in manifest.channels:
         parent = generated.commits[channel.parent] if channel.parent else None
         for build in channel.builds:
@@ -134,16 +134,13 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
         generated = compute(manifest, Path(scratch), env)
         if git_dir and not force:
             _refuse_backward(Path(scratch), generated, _refs(repo), env)
-        refs = [f"refs/heads/{name}" for name in generated.branches]
-        refs += [f"refs/tags/{name}" for name in generated.tags]
-        for ref in refs:
-            if git.run(Path(scratch), "check-ref-format", ref, check=False).returncode:
-                raise UserError(f"git refuses the ref name {ref!r}; the manifest was not changed")
+    refs = [f"refs/heads/{name}" for name in generated.branches]
+    refs += [f"refs/tags/{name}" for name in generated.tags]
     locks = [git_dir / f"{ref}.lock" for ref in ("HEAD", "packed-refs", *refs)] if git_dir else []
     if lock := next(filter(Path.exists, locks), None):
         raise UserError(
             f"{lock} exists: a git writing the timeline runs or died; if none runs, delete it and"
-            " run the command again (nothing was changed)"
+            " retry (nothing was changed)"
         )
     return generated
 
@@ -164,7 +161,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
         head = f"refs/heads/{manifest.channels[0].name}"
         if git.run(repo, "symbolic-ref", "HEAD", check=False).stdout.decode().strip() != head:
             git.text(repo, "symbolic-ref", "HEAD", head)
-    for stale in heads.keys() - generated.branches.keys():  # removed channels
+    for stale in heads.keys() - generated.branches.keys():
         git.text(repo, "update-ref", "-d", f"refs/heads/{stale}")
     return generated
 
@@ -180,7 +177,7 @@ def _verify(repo: Path, generated: Generated) -> None:
         why = (git.said(done) or done.stdout.decode()).splitlines()[:1] or ["git fsck failed"]
         raise UserError(
             f"the timeline {repo} holds a damaged object ({why[0]}); delete {_objects(repo)} and run"
-            " `mpsbench timeline generate` to write it again"
+            " `mpsbench timeline generate`"
         )
 
 
@@ -204,7 +201,7 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
 
 
 def range_refusal(repo: Path, arg: str | None) -> str | None:
-    """:func:`bad_range` of a parsed range ``arg`` (None: each branch's tip)."""
+    """:func:`bad_range` of a parsed range (None: each branch's tip)."""
     try:
         if arg is not None:
             ranges.builds(repo, list(_refs(repo)), arg)
@@ -220,7 +217,7 @@ def pytorch_url(old_version: str | None, new_version: str) -> str:
 
 
 class Reader:
-    """Build records from timeline commits (a recorded build may have left the manifest)."""
+    """Build records of timeline commits (a recorded build may have left the manifest)."""
 
     def __init__(self, repo: Path | None) -> None:
         self.repo = repo if repo is not None and _git_dir(repo) else None

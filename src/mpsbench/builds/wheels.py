@@ -8,13 +8,11 @@ import html.parser
 import io
 import re
 import urllib.parse
-import urllib.request
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import packaging.tags
 import packaging.utils
@@ -27,8 +25,15 @@ from mpsbench.core import errors
 PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
 
 
+open_url = install_build.open_url
+
+
 class WheelError(errors.UserError):
     """A wheel or index that cannot be used."""
+
+
+def _dotted(parts: Iterable[str]) -> str:
+    return ".".join(sorted(set(parts)))
 
 
 @dataclass(frozen=True)
@@ -36,23 +41,19 @@ class WheelName:
     filename: str
     name: str  # canonical, '-' written '_'
     version: str
-    python: str
-    platform: str
+    tags: frozenset[packaging.tags.Tag]
 
     @property
     def public_version(self) -> str:
         return self.version.split("+", 1)[0]
 
+    @property
+    def python(self) -> str:
+        return _dotted(tag.interpreter for tag in self.tags)
 
-def _name(
-    filename: str, name: str, version: object, tags: frozenset[packaging.tags.Tag]
-) -> WheelName:
-
-    def dotted(parts: Iterable[str]) -> str:
-        return ".".join(sorted(set(parts)))
-
-    interpreters, platforms = dotted(t.interpreter for t in tags), dotted(t.platform for t in tags)
-    return WheelName(filename, name.replace("-", "_"), str(version), interpreters, platforms)
+    @property
+    def platform(self) -> str:
+        return _dotted(tag.platform for tag in self.tags)
 
 
 def parse_wheel_name(filename: str) -> WheelName:
@@ -63,7 +64,7 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise WheelError(
             f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)"
         ) from None
-    return _name(base, name, version, tags)
+    return WheelName(base, name.replace("-", "_"), str(version), tags)
 
 
 def platform_key(wheel: WheelName) -> str | None:
@@ -72,8 +73,7 @@ def platform_key(wheel: WheelName) -> str | None:
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
         local = packaging.version.Version(wheel.version).local or ""
-        cpu = local == "cpu" or local.startswith("cpu.")
-        return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
+        return "linux-x86_64-cpu" if local.split(".")[0] == "cpu" else "linux-x86_64-cuda"
     return None
 
 
@@ -86,13 +86,6 @@ class _Links(html.parser.HTMLParser):
         href = dict(attrs).get("href")
         if tag == "a" and href:
             self.hrefs.append(href)
-
-
-def open_url(url: str, method: str | None = None, **headers: str) -> Any:
-    headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
-    return urllib.request.urlopen(
-        urllib.request.Request(url, method=method, headers=headers), timeout=60
-    )
 
 
 def index_uri(index: str) -> str:
@@ -108,7 +101,6 @@ def index_uri(index: str) -> str:
 
 
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
-    """Every wheel of ``project`` on a PEP 503 index."""
     page_url = f"{index_uri(index_url).rstrip('/')}/{packaging.utils.canonicalize_name(project)}/"
     try:  # a folder: index.html
         with open_url(page_url + ("index.html" if page_url[:7] == "file://" else "")) as response:
@@ -164,12 +156,9 @@ class TorchIdentity:
 
 
 def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]:
-    source = (
-        _HTTPRangeFile(location)
-        if location.startswith(("http://", "https://"))
-        else install_build.local_path(location)
-    )
+    remote = location.startswith(("http://", "https://"))
     try:
+        source = _HTTPRangeFile(location) if remote else install_build.local_path(location)
         with zipfile.ZipFile(source) as wheel:
             return {
                 info.filename: (wheel.read(info).decode(), info)
@@ -185,8 +174,9 @@ def torch_identity(location: str) -> TorchIdentity:
     if not found:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?")
     text, info = found["torch/version.py"]
-    built = datetime(*info.date_time, tzinfo=timezone.utc)
-    return TorchIdentity(*version_py(text, location), built)
+    return TorchIdentity(
+        *version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc)
+    )
 
 
 def own_identity(location: str) -> WheelName:
@@ -212,10 +202,9 @@ def own_identity(location: str) -> WheelName:
         raise WheelError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
-    name = packaging.utils.canonicalize_name(metadata.get("Name", ""))
-    own = _name(named.filename, name, version, tags)
-    file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
-    if (own.name, own.version, tags) != (named.name, named.version, file_tags):
+    name = packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_")
+    own = WheelName(named.filename, name, str(version), tags)
+    if own != named:
         said = [f"{w.name} {w.version} for {w.python} on {w.platform}" for w in (named, own)]
         raise WheelError(
             f"{named.filename}: its file name says {said[0]}, its own metadata {said[1]};"
