@@ -71,6 +71,7 @@ _PINS = [
     | {"filename": file, "url": f"https://files.pythonhosted.org/packages/{folder}/{file}"}
     for name, version, module, python, sha, folder, file in zip(*[iter(_NEEDS.split())] * 7)
 ]
+# zeus-apple-silicon has wheels for CPython 3.10-3.13 only: elsewhere the energy rows are n/a
 SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
     "macos-arm64": [_PINS[0], *_PINS[3:]],
     "linux-x86_64-cpu": [_PINS[1]],
@@ -123,9 +124,10 @@ def allowed_url(url: object) -> bool:
 def _refuse_odd(pins: list[dict[str, str]], where: str = "") -> None:
     plain = all(plain_wheel_name(p["filename"]) and allowed_url(p["url"]) for p in pins)
     if not plain or len({p["name"] for p in pins}) < len(pins):
+        named = [f"{p['filename']} at {p['url']}" for p in pins]
         raise InstallError(
-            f"{where}refusing the pins {[p['filename'] for p in pins]}: each must be a plain wheel"
-            " file name at an https:// or file:// URL, one per package"
+            f"{where}refusing the pins {named}: each must be a plain wheel file name at an https://"
+            " or file:// URL, one per package"
         )
 
 
@@ -384,7 +386,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             found = _find(pin, Path(scratch))
             _check(pin, found, f"the wheel found at {found}")
             stored.parent.mkdir(exist_ok=True)
-            if found.parent != Path(scratch):
+            if found.parent != Path(scratch):  # the user's own file stays where it is
                 found = Path(shutil.copyfile(found, Path(scratch) / found.name))
             os.replace(found, stored)
     except OSError as exc:

@@ -101,6 +101,6 @@ def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
     if not isinstance(entries, dict):
         raise UserError(
             f"asv's machine file {path} is not a JSON object of machines; move it aside and run"
-            " `mpsbench machine` again"
+            " `mpsbench machine` again (nothing was changed)"
         )
     return entries, before

@@ -122,7 +122,8 @@ def _refuse_backward(
         ).returncode:
             raise UserError(
                 f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not"
-                " contain it: the results of its old builds would be orphaned (--force accepts it)"
+                " contain it: the manifest's history of that channel changed, and the results of its"
+                " old builds would be orphaned (--force accepts it)"
             )
 
 
@@ -155,7 +156,9 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     tags = _refs(repo, "tags")
     for kind, wanted, now in (("heads", generated.branches, heads), ("tags", generated.tags, tags)):
         for name, target in wanted.items():
-            if now.get(name) != target:  # git logs even a no-op update
+            # only refs that move: git logs even a no-op update, and a command refusing later
+            # must leave the timeline's files as they were
+            if now.get(name) != target:
                 git.text(repo, "update-ref", f"refs/{kind}/{name}", target)
     if manifest.channels:
         head = f"refs/heads/{manifest.channels[0].name}"
