@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import json
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +60,9 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
 
 
 def judged(
-    results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
+    results: Path, scratch: Path, accept: bool = False, again: str = ""
 ) -> tuple[Path, list[Held]]:
-    """``scratch``'s results less the disturbed values, and those held; ``again``: the runs whose
+    """``scratch``'s results less the disturbed values, and those held; ``again``: the run whose
     held values this retries."""
     out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
@@ -78,7 +78,6 @@ def judged(
             name, value = asv.combination(benchmark, combo), columns["result"]
             events_of = events.get((commit, name), {})
             before, after = events_of.get("start", {}), events_of.get("done", {})
-            first = [already[k] for r in again if (k := (machine, commit, name, r)) in already]
             earlier = on_record.get((benchmark, combo))
             stats = {key: columns[f"stats_{key}"] for key in STATS}
             reasons = quiet.judge(
@@ -88,7 +87,7 @@ def judged(
                 quiet.State.of(before),
                 quiet.State.of(after, "_after"),
                 float(earlier["result"]) if earlier else None,
-                first[-1] if first else None,
+                already.get((machine, commit, name, again)),
             )
             if not reasons:
                 continue
@@ -129,7 +128,7 @@ def judged(
 
 def still_held(
     held: Iterable[Held], recorded: set[tuple[str, str, str]]
-) -> collections.Counter[str]:
-    """The kinds of reason of ``held`` not ``recorded``."""
+) -> tuple[int, collections.Counter[str]]:
+    """How many values of ``held`` are not ``recorded``, and their kinds of reason."""
     left = {key: h for h in held if (key := (h.machine, h.commit, h.name)) not in recorded}
-    return collections.Counter(kind for h in left.values() for kind in h.reasons)
+    return len(left), collections.Counter(kind for h in left.values() for kind in h.reasons)
