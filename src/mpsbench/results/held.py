@@ -1,5 +1,5 @@
-"""Values a busy machine measured: held out of the merge to be measured again, each kept in
-``<results>-held.jsonl``."""
+"""Values a busy machine measured, held out of the merge to be measured again
+(``<results>-held.jsonl``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,6 @@ from typing import Any
 from mpsbench.core import asv, asv_saving, progress
 from mpsbench.measure import quiet
 from mpsbench.results import merge, recorded
-
-JUDGED = "judged"
-STATS = merge.STATISTICS + merge.COUNTS
 
 log = progress.logger(__name__)
 
@@ -62,9 +59,9 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
 def judged(
     results: Path, scratch: Path, accept: bool = False, again: str = ""
 ) -> tuple[Path, list[Held]]:
-    """``scratch``'s results less the disturbed values, and those held; ``again``: the run whose
-    held values this retries."""
-    out = scratch / JUDGED
+    """``scratch``'s results less the disturbed values, and those held (``again``: the run
+    retried)."""
+    out = scratch / "judged"
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
     run, events, already = scratch.name, _events(scratch), _held(results)
@@ -79,7 +76,7 @@ def judged(
             events_of = events.get((commit, name), {})
             before, after = events_of.get("start", {}), events_of.get("done", {})
             earlier = on_record.get((benchmark, combo))
-            stats = {key: columns[f"stats_{key}"] for key in STATS}
+            stats = {key: columns[f"stats_{key}"] for key in merge.STATISTICS + merge.COUNTS}
             reasons = quiet.judge(
                 float(value),
                 stats if columns["stats_q_25"] is not None else None,
@@ -129,6 +126,6 @@ def judged(
 def still_held(
     held: Iterable[Held], recorded: set[tuple[str, str, str]]
 ) -> tuple[int, collections.Counter[str]]:
-    """How many values of ``held`` are not ``recorded``, and their kinds of reason."""
+    """How many of ``held`` are not ``recorded``, and their reasons' kinds."""
     left = {key: h for h in held if (key := (h.machine, h.commit, h.name)) not in recorded}
     return len(left), collections.Counter(kind for h in left.values() for kind in h.reasons)

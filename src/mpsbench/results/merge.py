@@ -23,7 +23,7 @@ MACHINE = "machine.json"
 STATISTICS, COUNTS = ("ci_99_a", "ci_99_b", "q_25", "q_75"), ("number", "repeat")
 PER_COMBINATION = ("result", *(f"stats_{name}" for name in STATISTICS + COUNTS), "samples")
 Json = dict[str, Any]
-Row = Json  # by column
+Row = Json
 Combination = tuple[str, ...]
 
 log = progress.logger(__name__)

@@ -1,4 +1,4 @@
-"""Runs asv so that recorded results only grow: each value measured in scratch, merged in at once."""
+"""Runs asv so that results only grow: each value measured in scratch, merged at once."""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def scratch_root(results: Path) -> Path:
 def _merge_scratch(
     results: Path, scratch: Path, replace: bool, said: str | None, again: str = ""
 ) -> list[held.Held]:
-    """Merges ``scratch``'s values but the disturbed, which it returns; ``said`` (None: nothing)
-    heads the summary."""
+    """Merges ``scratch``'s values but the disturbed, which it returns; ``said`` heads the
+    summary (None: no summary)."""
     if not (scratch / "results").is_dir():
         return []
     judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
@@ -128,7 +128,7 @@ def steps(missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
 
 
 def select(conf: AsvConf, bench: Sequence[str]) -> tuple[str, ...]:
-    """The combinations to run; -b's that would only skip here are left out, with a line."""
+    """The combinations to run, less -b's that only skip here (said in a line)."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
     if not bench:
         return tuple(preselect.selected(found))
@@ -196,8 +196,8 @@ def record(
     disk: watch.Disk | None = None,
     selection: tuple[str, ...] | None = None,
 ) -> Generator[Finished, None, None]:
-    """Runs what is missing, yielding each step as it ends (the caller's time before resuming is a
-    publish's cost); close it when stopping early."""
+    """Runs what is missing, yielding each step as it ends (the caller's pause is a publish's
+    cost); close it to stop early."""
     check_meaning(run)
     results, commits = conf.results, builds(conf, run)
     chosen = selection or select(conf, run.bench)

@@ -55,7 +55,7 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
     },
 }
 MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
-# (2.05 - 0.55) s over 42 combinations: docs/explanation/estimates.md
+# docs/explanation/estimates.md
 SETUP_SECONDS = {"cpu": {"benchmark_models.InferenceCapacity": 63.0}}
 DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
 STEP_START_SECONDS = 16.0
@@ -146,7 +146,6 @@ class Costs:
                     walls.append((name, key, begun is not None and key not in begun, seconds))
                     if begun is not None:
                         begun.add(key)
-        # a class's first in a pass pays its setup_cache
         later = {key for _, key, first, _ in walls if not first}
         firsts = collections.defaultdict(list)
         for name, key, first, seconds in walls:
