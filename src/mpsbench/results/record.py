@@ -133,7 +133,7 @@ def select(conf: AsvConf, bench: Sequence[str]) -> tuple[str, ...]:
     if not bench:
         return tuple(preselect.selected(found))
     shown = " -b ".join(map(shlex.quote, bench))
-    asked = set(asv.matching([combination.name for combination in found], bench))
+    asked = set(asv.matching([c.name for c in found], bench))
     if not asked:
         raise UserError(
             f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination"
@@ -284,8 +284,8 @@ class _Runs:
                 watching.gate_waits()
             done = watching.poll(scratch)
             if done or final:
-                said = "" if final else None
-                kept_out[:] = _merge_scratch(results, scratch, self.remeasure, said, again)
+                summary = "" if final else None
+                kept_out[:] = _merge_scratch(results, scratch, self.remeasure, summary, again)
                 watching.hold(entry.name for entry in kept_out)
                 watch.add(results, self.machine, done)
 
