@@ -33,7 +33,7 @@ class MergeError(UserError):
     """A file or folder the merge refuses."""
 
 
-# a Report's list, its label, its words in the summary
+# a Report's list, its label, its summary words
 SAID = (
     ("copied", "copied", "copied"),
     ("identical", None, "already there"),

@@ -64,18 +64,17 @@ def scratch_root(results: Path) -> Path:
 
 
 def _merge_scratch(
-    results: Path, scratch: Path, replace: bool, said: str | None, again: str = ""
+    results: Path, scratch: Path, replace: bool, summary_heading: str | None, again: str = ""
 ) -> list[held.Held]:
-    """Merges ``scratch``'s values but the disturbed, which it returns; ``said`` heads the
-    summary (None: no summary)."""
+    """Merges ``scratch``'s values but the disturbed, which it returns."""
     if not (scratch / "results").is_dir():
         return []
     judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
     report = merge.merge(results, [judged], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
-    if said is not None and report.changed:
-        log.info(said + report.summary(results))
+    if summary_heading is not None and report.changed:
+        log.info(summary_heading + report.summary(results))
     return kept_out
 
 
@@ -128,7 +127,7 @@ def steps(missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
 
 
 def select(conf: AsvConf, bench: Sequence[str]) -> tuple[str, ...]:
-    """The combinations to run, less -b's that only skip here (said in a line)."""
+    """The combinations to run; says which of -b's only skip here."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
     if not bench:
         return tuple(preselect.selected(found))
@@ -284,8 +283,8 @@ class _Runs:
                 watching.gate_waits()
             done = watching.poll(scratch)
             if done or final:
-                summary = "" if final else None
-                kept_out[:] = _merge_scratch(results, scratch, self.remeasure, summary, again)
+                heading = "" if final else None
+                kept_out[:] = _merge_scratch(results, scratch, self.remeasure, heading, again)
                 watching.hold(entry.name for entry in kept_out)
                 watch.add(results, self.machine, done)
 

@@ -202,7 +202,7 @@ class Pace:
         self.expected[key] += max(expected, 1e-3)
 
     def pooled(self, keys: Iterable[CostClass]) -> float:
-        """The ratio of the classes ``keys`` (run so far), leaning on 1."""
+        """The ratio of the classes ``keys``, leaning on 1."""
         ran = list(keys)
         prior = self.PRIOR * statistics.fmean([self.mean.get(key, 1.0) for key in ran] or [1.0])
         took, expected = (sum(seen[key] for key in ran) for seen in (self.took, self.expected))
