@@ -100,7 +100,9 @@ def recover(results: Path) -> None:
     root = scratch_root(results)
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
-        _merge_scratch(results, folder, False, f"recovered a stopped run's results from {folder}: ")
+        _merge_scratch(
+            results, folder, False, f"recovered an interrupted run's results from {folder}: "
+        )
         shutil.rmtree(folder)
 
 
