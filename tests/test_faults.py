@@ -1800,7 +1800,7 @@ def recorded_values(results: Path) -> dict[tuple[str, str, tuple[str, ...]], str
     for path in sorted(results.glob("*/*.json")):
         if path.name == "machine.json":
             continue
-        merge.check_file(path, path.parent.name)  # asv reads every file, after every kill
+        merge.check_file(path)  # asv reads every file, after every kill
         data = json.loads(path.read_text())
         for (name, combo), columns in merge.values(data).items():
             found[(data["commit_hash"], name, combo)] = json.dumps(columns, sort_keys=True)

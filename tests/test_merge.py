@@ -322,11 +322,11 @@ def test_a_run_recovers_what_a_killed_run_left_in_scratch_and_its_temporary_file
         BATCHES,
     )
     torn = (
-        results / "m" / f".{COMMITS[0][:8]}-existing-py.json-abc.tmp"
+        results / "m" / f".{COMMITS[0][:8]}-existing-py.json-{'ab' * 16}.tmp"
     )  # killed before a merge's rename
     torn.write_text('{"half')
     target = results / "m" / f"{COMMITS[0][:8]}-existing-py.json"
-    record.recover(results, record.scratch_root(results))
+    record.recover(results)
     assert _values(target)["benchmark_models.Training.time_step"] == [0.009, 0.002]
     assert not torn.exists() and not left.exists()
 

@@ -338,8 +338,8 @@ def test_accepting_a_busy_machine_records_the_value_and_notes_it_was_disturbed(t
 def test_the_ends_count_leaves_out_what_the_retry_recorded():
     first = held.Held(MACHINE, COMMIT, "a", {"load": "x", "spread": "y"}, "run-1")
     second = held.Held(MACHINE, COMMIT, "b", {"spread": "y"}, "run-1")
-    assert held.still_held([first, second], {(MACHINE, COMMIT, "a")}) == {"spread": 1}
-    assert held.still_held([first, second, first], set()) == {"load": 1, "spread": 2}
+    assert held.still_held([first, second], {(MACHINE, COMMIT, "a")}) == (1, {"spread": 1})
+    assert held.still_held([first, second, first], set()) == (2, {"load": 1, "spread": 2})
 
 
 @pytest.mark.parametrize(
@@ -394,7 +394,7 @@ def test_measured_again_as_wide_and_as_before_a_value_is_recorded_and_unlike_it_
     ]
     retry = _scratch(tmp_path, [TIGHT, [1.05 * x for x in wide], wide], name="run-2")
     _events(retry, [(QUIET, QUIET)] * 3)
-    out, found = held.judged(results, retry, again=("run-1",))
+    out, found = held.judged(results, retry, again="run-1")
     assert set(_judged_values(out)) == {
         ("'cpu'",),
         ("'mps'",),

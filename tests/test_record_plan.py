@@ -30,7 +30,7 @@ TRACK = "benchmark_models.Environment.track_cpu_threads"
 
 def test_the_newest_build_comes_first_its_seed_rows_before_the_rest_then_each_older_build():
     missing = {"new": (OTHER, SEED, TRACK, SEED_INFERENCE), "old": (OTHER, SEED), "older": (SEED,)}
-    planned = record.steps(["new", "old", "older"], missing)
+    planned = record.steps(missing)
     assert [(step.commit, step.tier, step.names) for step in planned] == [
         ("new", "first tier", (SEED, SEED_INFERENCE)),
         ("new", "the rest", (OTHER, TRACK)),
@@ -40,9 +40,7 @@ def test_the_newest_build_comes_first_its_seed_rows_before_the_rest_then_each_ol
 
 
 def test_a_build_with_only_seed_rows_missing_is_one_step_and_one_with_none_no_step():
-    assert record.steps(["new", "old"], {"new": (SEED,), "old": ()}) == [
-        Step("new", (SEED,), "every combination")
-    ]
+    assert record.steps({"new": (SEED,), "old": ()}) == [Step("new", (SEED,), "every combination")]
 
 
 def test_builds_run_newest_first_by_their_date_whatever_order_the_range_gives(tmp_path):

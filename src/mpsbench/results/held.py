@@ -1,5 +1,5 @@
-"""Values a busy machine measured: held out of the merge to be measured again, each kept in
-``<results>-held.jsonl``."""
+"""Values a busy machine measured, held out of the merge to be measured again
+(``<results>-held.jsonl``)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,13 @@ import contextlib
 import dataclasses
 import json
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from mpsbench.core import asv, asv_saving, progress
 from mpsbench.measure import quiet
 from mpsbench.results import merge, recorded
-
-JUDGED = "judged"
-STATS = merge.STATISTICS + merge.COUNTS
 
 log = progress.logger(__name__)
 
@@ -60,11 +57,11 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
 
 
 def judged(
-    results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
+    results: Path, scratch: Path, accept: bool = False, again: str = ""
 ) -> tuple[Path, list[Held]]:
-    """``scratch``'s results less the disturbed values, and those held; ``again``: the runs whose
-    held values this retries."""
-    out = scratch / JUDGED
+    """``scratch``'s results less the disturbed values, and those held (``again``: the run
+    retried)."""
+    out = scratch / "judged"
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
     run, events, already = scratch.name, _events(scratch), _held(results)
@@ -78,9 +75,8 @@ def judged(
             name, value = asv.combination(benchmark, combo), columns["result"]
             events_of = events.get((commit, name), {})
             before, after = events_of.get("start", {}), events_of.get("done", {})
-            first = [already[k] for r in again if (k := (machine, commit, name, r)) in already]
             earlier = on_record.get((benchmark, combo))
-            stats = {key: columns[f"stats_{key}"] for key in STATS}
+            stats = {key: columns[f"stats_{key}"] for key in merge.STATISTICS + merge.COUNTS}
             reasons = quiet.judge(
                 float(value),
                 stats if columns["stats_q_25"] is not None else None,
@@ -88,7 +84,7 @@ def judged(
                 quiet.State.of(before),
                 quiet.State.of(after, "_after"),
                 float(earlier["result"]) if earlier else None,
-                first[-1] if first else None,
+                already.get((machine, commit, name, again)),
             )
             if not reasons:
                 continue
@@ -129,7 +125,7 @@ def judged(
 
 def still_held(
     held: Iterable[Held], recorded: set[tuple[str, str, str]]
-) -> collections.Counter[str]:
-    """The kinds of reason of ``held`` not ``recorded``."""
+) -> tuple[int, collections.Counter[str]]:
+    """How many of ``held`` are not ``recorded``, and their reasons' kinds."""
     left = {key: h for h in held if (key := (h.machine, h.commit, h.name)) not in recorded}
-    return collections.Counter(kind for h in left.values() for kind in h.reasons)
+    return len(left), collections.Counter(kind for h in left.values() for kind in h.reasons)

@@ -19,12 +19,11 @@ from mpsbench.core import asv, files, git, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
 
-BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
 STATISTICS, COUNTS = ("ci_99_a", "ci_99_b", "q_25", "q_75"), ("number", "repeat")
 PER_COMBINATION = ("result", *(f"stats_{name}" for name in STATISTICS + COUNTS), "samples")
 Json = dict[str, Any]
-Row = Json  # by column
+Row = Json
 Combination = tuple[str, ...]
 
 log = progress.logger(__name__)
@@ -34,7 +33,7 @@ class MergeError(UserError):
     """A file or folder the merge refuses."""
 
 
-# a Report's list, its label, its words in the summary
+# a Report's list, its label, its summary words
 SAID = (
     ("copied", "copied", "copied"),
     ("identical", None, "already there"),
@@ -102,12 +101,12 @@ def problem(value: Any, unit: str) -> str | None:
     return f"{value!r} is no value of {unit!r} (valid: a number at least {found.least:g}{most})"
 
 
-def check_file(path: Path, machine: str) -> Json:
+def check_file(path: Path) -> Json:
     try:
         if path.name == MACHINE:
             recorded.machine_named(path)
         else:
-            recorded.read(path, machine)
+            recorded.read(path, path.parent.name)
         return recorded.raw(path)
     except recorded.RecordedError as exc:
         raise MergeError(f"{path}: {exc}") from None
@@ -351,7 +350,7 @@ def read_lines(trail: Path) -> Iterator[Json]:
 
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> Json | None:
     """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
-    target, merged, corrupt = dest / BENCHMARKS, {}, False
+    target, merged, corrupt = dest / asv.BENCHMARKS, {}, False
     if target.exists():
         try:
             merged = recorded.raw(target)
@@ -360,7 +359,7 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
             corrupt = True
     first_source: dict[str, Path] = {}
     changes: list[str] = []
-    for path in (source / BENCHMARKS for source in sources):
+    for path in (source / asv.BENCHMARKS for source in sources):
         try:
             entries = recorded.raw(path) if path.exists() else {}
         except recorded.RecordedError as exc:
@@ -405,9 +404,7 @@ def check_machines(sources: Sequence[Path], machines: Collection[str] = ()) -> N
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
-    held = sorted(
-        {p.parent.name for source in sources for p in source.glob("*/*.json")} if machines else ()
-    )
+    held = sorted({p.parent.name for source in sources for p in source.glob("*/*.json")})
     for name in machines:
         if name not in held:
             raise MergeError(
@@ -439,7 +436,9 @@ def merge(
                 if path.is_file() and (machines is None or path.parent.name in machines):
                     _merge_one(path, dest, units, replace, report, builds)
         if benchmarks is not None:
-            files.write(dest / BENCHMARKS, json.dumps(benchmarks, indent=4, sort_keys=True) + "\n")
+            files.write(
+                dest / asv.BENCHMARKS, json.dumps(benchmarks, indent=4, sort_keys=True) + "\n"
+            )
         return report
 
 
@@ -467,7 +466,7 @@ def _merge_one(
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
     try:
-        incoming = check_file(path, path.parent.name)
+        incoming = check_file(path)
     except MergeError as exc:
         report.corrupt.append(f"{exc}; skipped")
         return
@@ -490,7 +489,7 @@ def _merge_one(
         report.conflicts.append(f"{path} differs from {target}; both left untouched")
         return
     try:
-        before = check_file(target, target.parent.name)
+        before = check_file(target)
         if (reason := malformed(before)) is not None:
             raise MergeError(f"{target}: {reason}")
     except MergeError as exc:

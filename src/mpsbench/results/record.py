@@ -1,4 +1,4 @@
-"""Runs asv so that recorded results only grow: each value measured in scratch, merged in at once."""
+"""Runs asv so that results only grow: each value measured in scratch, merged at once."""
 
 from __future__ import annotations
 
@@ -64,22 +64,18 @@ def scratch_root(results: Path) -> Path:
 
 
 def _merge_scratch(
-    results: Path,
-    scratch: Path,
-    replace: bool,
-    silent: bool = False,
-    again: Sequence[str] = (),
-) -> tuple[merge.Report | None, list[held.Held]]:
+    results: Path, scratch: Path, replace: bool, summary_heading: str | None, again: str = ""
+) -> list[held.Held]:
     """Merges ``scratch``'s values but the disturbed, which it returns."""
     if not (scratch / "results").is_dir():
-        return None, []
+        return []
     judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
     report = merge.merge(results, [judged], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
-    if not silent and report.changed:
-        log.info(report.summary(results))
-    return report, kept_out
+    if summary_heading is not None and report.changed:
+        log.info(summary_heading + report.summary(results))
+    return kept_out
 
 
 def _end_left_behind(scratch: Path) -> None:
@@ -98,17 +94,15 @@ def _end_left_behind(scratch: Path) -> None:
         asv.end(found)
 
 
-def recover(results: Path, root: Path) -> None:
+def recover(results: Path) -> None:
     """Merges what stopped runs left in scratch, never replacing, then removes it."""
-    for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
-        leftover.unlink()
+    files.clean_orphans(results)
+    root = scratch_root(results)
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
-        report, _ = _merge_scratch(results, folder, replace=False)
-        if report is not None and report.changed:
-            log.info(
-                f"recovered an interrupted run's results from {folder}: {report.summary(results)}"
-            )
+        _merge_scratch(
+            results, folder, False, f"recovered an interrupted run's results from {folder}: "
+        )
         shutil.rmtree(folder)
 
 
@@ -118,12 +112,11 @@ def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
     return [commit for _, commit in pairs]
 
 
-def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
+def steps(missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
     """The newest build's first tier, then the rest; each older build's whole."""
-    planned = []
-    for number, commit in enumerate(commits):
-        names = missing[commit]
-        first = tuple(asv.matching(names, [FIRST_TIER])) if number == 0 else ()
+    planned: list[watch.Step] = []
+    for commit, names in missing.items():
+        first = () if planned else tuple(asv.matching(names, [FIRST_TIER]))
         rest = tuple(name for name in names if name not in first)
         if first and rest:
             planned += [
@@ -135,18 +128,13 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
     return planned
 
 
-@dataclass(frozen=True)
-class Selection:
-    names: tuple[str, ...]
-    left_out: str | None
-
-
-def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
+def select(conf: AsvConf, bench: Sequence[str]) -> tuple[str, ...]:
+    """The combinations to run; says which of -b's only skip here."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
     if not bench:
-        return Selection(tuple(preselect.selected(found)), None)
+        return tuple(preselect.selected(found))
     shown = " -b ".join(map(shlex.quote, bench))
-    asked = set(asv.matching([combination.name for combination in found], bench))
+    asked = set(asv.matching([c.name for c in found], bench))
     if not asked:
         raise UserError(
             f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination"
@@ -160,11 +148,12 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
         raise UserError(
             f"none of the {len(asked)} combinations -b {shown} finds runs on this machine: {reasons}"
         )
-    said = (
-        f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only"
-        f" skip (`mpsbench preselect --list` says why): {reasons}"
-    )
-    return Selection(runs, said if left else None)
+    if left:
+        log.info(
+            f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would"
+            f" only skip (`mpsbench preselect --list` says why): {reasons}"
+        )
+    return runs
 
 
 def check_meaning(run: asv.RunArgs) -> None:
@@ -206,44 +195,40 @@ def record(
     run: asv.RunArgs,
     remeasure: bool = False,
     disk: watch.Disk | None = None,
-    selection: Selection | None = None,
+    selection: tuple[str, ...] | None = None,
 ) -> Generator[Finished, None, None]:
-    """Runs what is missing, yielding each step as it ends (the caller's time before resuming is a
-    publish's cost); close it when stopping early."""
+    """Runs what is missing, yielding each step as it ends (the caller's pause is a publish's
+    cost); close it to stop early."""
     check_meaning(run)
     results, commits = conf.results, builds(conf, run)
     chosen = selection or select(conf, run.bench)
-    if chosen.left_out is not None:
-        log.info(chosen.left_out)
     if quiet.accept_busy():
         log.info(
             f"quiet gate: {quiet.ACCEPT_BUSY} is on: disturbed values are recorded all the same;"
             " for throw-away results only"
         )
     with files.lock(results, wait=False):
-        root = scratch_root(results)
-        recover(results, root)
+        recover(results)
         missing = {}
         for commit in commits:
             have = set() if remeasure else recorded_names(results, machine, commit, run.environment)
-            missing[commit] = tuple(name for name in chosen.names if name not in have)
-        planned = steps([commit for commit in commits if missing[commit]], missing)
+            missing[commit] = tuple(name for name in chosen if name not in have)
+        planned = steps(missing)
         if not planned:
             log.info(
-                f"every selected combination ({len(chosen.names)}) is recorded for the"
+                f"every selected combination ({len(chosen)}) is recorded for the"
                 f" {len(commits)} builds: nothing to run"
             )
             return
         watching = watch.Watch(planned, watch.Costs(results, machine), disk)
         print(watching.plan())
-        busy = quiet.named(quiet.read())
-        if busy:
+        if busy := quiet.named(quiet.read()):
             log.info(
                 f"the machine is busy now ({busy}): the times above are a quiet machine's; the"
                 " estimate learns this one's pace as it runs"
             )
         log.info(f"asv's own lines go to {asv_log(results)}; here, one line per combination")
-        runs = _Runs(conf, machine, run, root, remeasure, watching)
+        runs = _Runs(conf, machine, run, remeasure, watching)
         kept_out: list[held.Held] = []
         try:
             for number, step in enumerate(planned, 1):
@@ -272,22 +257,20 @@ class _Runs:
     conf: AsvConf
     machine: str
     run: asv.RunArgs
-    root: Path
     remeasure: bool
     watching: watch.Watch
 
     def measure(
-        self, commit: str, names: Sequence[str], again: Sequence[str] = ()
+        self, commit: str, names: Sequence[str], again: str = ""
     ) -> tuple[int, list[held.Held]]:
         results, watching = self.conf.results, self.watching
-        scratch = asv.scratch(self.root)
+        scratch = asv.scratch(scratch_root(results))
         hashfile = scratch / "builds.txt"
-        # else asv saves a half-sampled first round before the second
-        options = [*self.run.rest, "--no-interleave-rounds", "-b", asv.pattern(names)]
         command = asv.run_command(
             self.conf.scratch(scratch),
             self.machine,
-            options,
+            # else asv saves a half-sampled first round before the second
+            [*self.run.rest, "--no-interleave-rounds", "-b", asv.pattern(names)],
             [commit],
             hashfile,
             saving=quiet.__name__,
@@ -302,7 +285,8 @@ class _Runs:
                 watching.gate_waits()
             done = watching.poll(scratch)
             if done or final:
-                kept_out[:] = _merge_scratch(results, scratch, self.remeasure, not final, again)[1]
+                heading = "" if final else None
+                kept_out[:] = _merge_scratch(results, scratch, self.remeasure, heading, again)
                 watching.hold(entry.name for entry in kept_out)
                 watch.add(results, self.machine, done)
 
@@ -336,7 +320,7 @@ class _Runs:
             )
             return 0, kept_out
         log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
-        return self.measure(commit, names, tuple(dict.fromkeys(entry.run for entry in kept_out)))
+        return self.measure(commit, names, kept_out[0].run)  # one run held them all
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:
@@ -345,9 +329,9 @@ def _say_held(results: Path, kept_out: list[held.Held]) -> None:
         for machine, commit in {(e.machine, e.commit) for e in kept_out}
         for name in recorded_names(results, machine, commit)
     }
-    if count := len({(e.machine, e.commit, e.name) for e in kept_out} - recorded_now):
-        kinds = held.still_held(kept_out, recorded_now).most_common()
-        why = ", ".join(f"{kind}: {n}" for kind, n in kinds)
+    count, kinds = held.still_held(kept_out, recorded_now)
+    if count:
+        why = ", ".join(f"{kind}: {n}" for kind, n in kinds.most_common())
         log.info(
             f"quiet gate: {count} values held out of the record ({why}), with their reasons in"
             f" {held.trail(results)}; the next run measures them again: run it when the machine is"

@@ -1,4 +1,4 @@
-"""The one reader of asv results folders: an unreadable file is an error, never "nothing changed"."""
+"""The one reader of asv results folders; an unreadable file is an error."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Unit:
-    """A unit: the better direction, smallest change, allowed values (docs/explanation/integrity.md)."""
+    """Better direction, smallest change, allowed values (docs/explanation/integrity.md)."""
 
     name: str
     higher_is_better: bool = False

@@ -55,7 +55,7 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
     },
 }
 MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
-# (2.05 - 0.55) s over 42 combinations: docs/explanation/estimates.md
+# docs/explanation/estimates.md
 SETUP_SECONDS = {"cpu": {"benchmark_models.InferenceCapacity": 63.0}}
 DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
 STEP_START_SECONDS = 16.0
@@ -146,7 +146,6 @@ class Costs:
                     walls.append((name, key, begun is not None and key not in begun, seconds))
                     if begun is not None:
                         begun.add(key)
-        # a class's first in a pass pays its setup_cache
         later = {key for _, key, first, _ in walls if not first}
         firsts = collections.defaultdict(list)
         for name, key, first, seconds in walls:
@@ -203,8 +202,8 @@ class Pace:
         self.expected[key] += max(expected, 1e-3)
 
     def pooled(self, keys: Iterable[CostClass]) -> float:
-        """The ratio of the classes ``keys`` run so far, leaning on 1."""
-        ran = [key for key in keys if key in self.took]
+        """The ratio of the classes ``keys``, leaning on 1."""
+        ran = list(keys)
         prior = self.PRIOR * statistics.fmean([self.mean.get(key, 1.0) for key in ran] or [1.0])
         took, expected = (sum(seen[key] for key in ran) for seen in (self.took, self.expected))
         return (took + prior) / (expected + prior)
@@ -385,10 +384,10 @@ class Watch:
         ]
 
     def plan(self) -> str:
-        builds = f"{len(self.commits)} build{'s' if len(self.commits) != 1 else ''}"
         lines = [
-            f"the run: {builds}, newest first, {self.total} combinations; each value is saved as"
-            " measured: a stopped run keeps it, the next goes on from there",
+            f"the run: {len(self.commits)} build{'s' if len(self.commits) != 1 else ''}, newest"
+            f" first, {self.total} combinations; each value is saved as measured: a stopped run"
+            " keeps it, the next goes on from there",
             *self._costs(),
         ]
         total = 0.0
@@ -432,9 +431,13 @@ class Watch:
         if step.commit in self.skipped:
             return False
         build = self.builds[step.commit]
-        space = free(self.disk.cache) if self.disk is not None else 0
         why = CANNOT + build.refused if build.refused else ""
-        if not why and self.disk is not None and not build.installed and build.need > space:
+        if (
+            not why
+            and self.disk is not None
+            and not build.installed
+            and build.need > (space := free(self.disk.cache))
+        ):
             why = (
                 f"installing it needs about {_gb(build.need)} ({build.how}), {_gb(space)} is free"
                 f" at {self.disk.cache}; free space there, or set MPSBENCH_CACHE=/path to a disk"
@@ -598,8 +601,9 @@ class Watch:
         )
 
     def end(self) -> None:
-        disk = ", ".join(self.builds[c].name for c in sorted(self.skipped))
+        skipped = ", ".join(self.builds[c].name for c in sorted(self.skipped))
         log.info(
             f"measured {self.done} of {self.total} combinations in"
-            f" {clock(time.monotonic() - self.started)}" + (f"; skipped: {disk}" if disk else "")
+            f" {clock(time.monotonic() - self.started)}"
+            + (f"; skipped: {skipped}" if skipped else "")
         )
