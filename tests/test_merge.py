@@ -359,3 +359,15 @@ def test_values_recorded_under_one_python_do_not_count_for_another(tmp_path):
     assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.12") == set()
     assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.10") == {row}
     assert record.recorded_names(tmp_path, "box", commit) == {row}
+
+
+def test_a_trail_line_a_kill_cut_costs_only_itself(tmp_path):
+    """An append after a cut line starts a line of its own: the cut line alone is lost, not the next
+    record too; appending nothing writes nothing."""
+    trail = tmp_path / "results-held.jsonl"
+    merge.append(trail, [])
+    assert not trail.exists()
+    trail.write_text('{"benchmark": "a", "value": 1}\n{"benchmark": "b", "val')  # killed mid-line
+    merge.append(trail, [{"benchmark": "c", "value": 3}])
+    assert [line["benchmark"] for line in merge.read_lines(trail)] == ["a", "c"]
+    assert trail.read_text().endswith('\n{"benchmark": "c", "value": 3}\n')

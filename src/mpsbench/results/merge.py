@@ -1,4 +1,5 @@
-"""Merges asv results folders value by value, never replacing a recorded value unasked."""
+"""Merges asv results folders value by value, never replacing a recorded value unasked
+(docs/explanation/integrity.md). Exit status: 0 clean, 1 a conflict, refusal or corrupt file."""
 
 from __future__ import annotations
 
@@ -498,6 +499,7 @@ def _merge_one(
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
     if merged.replaced:
+        # the audit line is on disk before the replacement is
         records = ({"replaced_at": now(), "file": str(target), **r} for r in merged.replaced)
         append(audit_trail(dest), records)
         report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)

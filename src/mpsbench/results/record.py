@@ -1,4 +1,5 @@
-"""Runs asv so that results only grow: each value measured in scratch, merged at once."""
+"""Runs asv so that results only grow: each value measured in scratch (asv replaces what it
+re-runs), merged at once."""
 
 from __future__ import annotations
 

@@ -127,6 +127,7 @@ def _median(seconds: list[float], fallback: float) -> float:
 
 class Costs:
     def __init__(self, results: Path, machine: str) -> None:
+        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
         self.by_name: dict[str, list[float]] = collections.defaultdict(list)
         self.by_group: dict[CostClass, list[float]] = collections.defaultdict(list)
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
@@ -160,7 +161,8 @@ class Costs:
         }
 
     def combination(self, name: str) -> float:
-        """This machine's median for the combination, else its class's, else the table's."""
+        """This machine's median for the combination, else its class's (not another class's: their
+        ratios to the table differ), else the table's."""
         seconds = self.by_name.get(name) or self.by_group.get(cost_class(name), [])
         on = device(name)
         return _median(
@@ -188,6 +190,7 @@ class Pace:
     PRIOR = 3.0
 
     def __init__(self, planned: Mapping[str, float]) -> None:
+        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
         self.took: dict[CostClass, float] = collections.defaultdict(float)
         self.expected: dict[CostClass, float] = collections.defaultdict(float)
         sums = collections.defaultdict(list)
@@ -349,6 +352,7 @@ class Watch:
         values = self._estimate(held) + self._waits(len(held))
         values += rate * (self._estimate(left) + self._waits(len(left)))
         again = self._start_up(True) + self._setups(held) + values
+        # a busy machine's wait runs out as often as this run's did: the retry is then skipped
         ran_out = statistics.fmean(out for _, out in self.waits) if self.waits else 0.0
         return self._gate_wait() + (1 - self._busy() * ran_out) * again
 
@@ -394,15 +398,14 @@ class Watch:
         for step, first, estimate in self._steps(self.steps, set()):
             build = self.builds[step.commit]
             if first:
-                disk = (
-                    ""
-                    if self.disk is None
-                    else f"; skipped: {CANNOT}{build.refused}"
-                    if build.refused
-                    else f"; disk: none, {build.how}"
-                    if build.installed
-                    else f"; disk: about {_gb(build.need)} ({build.how})"
-                )
+                if self.disk is None:
+                    disk = ""
+                elif build.refused:
+                    disk = f"; skipped: {CANNOT}{build.refused}"
+                elif build.installed:
+                    disk = f"; disk: none, {build.how}"
+                else:
+                    disk = f"; disk: about {_gb(build.need)} ({build.how})"
                 lines.append(f"  {self.commits.index(step.commit) + 1}. {build.name}{disk}")
             if not build.refused:
                 total += estimate
