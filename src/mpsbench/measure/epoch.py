@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
 from mpsbench.measure.optional_torch import torch
 
@@ -127,11 +126,9 @@ class EpochRunner:
     ) -> None:
         from torch.utils.data import DataLoader
 
-        if dataset not in DATASETS:
-            choices = ", ".join(DATASET_NAMES)
-            raise UserError(f"unknown dataset {dataset!r}; choose one of: {choices}")
+        size = DATASETS[models.one_of("dataset", dataset, DATASETS)]
         self.workload, self.device = workload, workload.device
-        self.train, self.test = make_datasets(DATASETS[dataset], workload.spec.num_classes)
+        self.train, self.test = make_datasets(size, workload.spec.num_classes)
         self.train_loader, self.test_loader = (
             DataLoader(
                 split,

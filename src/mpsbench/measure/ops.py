@@ -55,9 +55,7 @@ class OpSpec:
     needs_functional: str | None = None
 
     def dims(self, size: str) -> Dims:
-        if size not in SIZES:
-            raise errors.UserError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
-        return self.shapes[size]
+        return self.shapes[models.one_of("size", size, SIZES)]
 
     def operands(self, dims: Dims) -> dict[str, Operand]:
         found = {}
@@ -283,10 +281,7 @@ BACKWARD_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.has
 
 
 def get(name: str) -> OpSpec:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise errors.UserError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
+    return REGISTRY[models.one_of("op", name, NAMES)]
 
 
 def make_inputs(

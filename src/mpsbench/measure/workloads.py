@@ -38,13 +38,8 @@ class Workload:
         self.model = resident(self.device, spec)
         self.batch = models.make_batch(spec, batch_size).to(device)
         if kind == "inference" and precision.is_reduced(dtype):
-            cast = precision.dtype_of(dtype)
-            self.model.to(cast)
-            inputs = {
-                key: value.to(cast) if value.is_floating_point() else value  # ids stay integers
-                for key, value in self.batch.inputs.items()
-            }
-            self.batch = models.Batch(inputs, self.batch.target)
+            self.model.to(precision.dtype_of(dtype))
+            self.batch = self.batch.cast(precision.dtype_of(dtype))
         if compiled:
             self.model = torch.compile(self.model)  # type: ignore[assignment]
         self.first_step_seconds: float | None = None
@@ -102,7 +97,7 @@ class Workload:
         self.model.eval()
         try:
             with torch.no_grad(), precision.autocast(self.device, self.kind, self.dtype):
-                batch = self.batch if samples is None else self.batch.head(samples)
+                batch = self.batch.head(samples)
                 logits: torch.Tensor = self.spec.forward(self.model, batch.inputs)
                 loss: torch.Tensor = self.loss_fn(logits.float(), batch.target)
         finally:
@@ -136,9 +131,7 @@ class Workload:
 
 
 def check_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise WorkloadError(f"unknown workload kind {kind!r}; choose one of: {', '.join(KINDS)}")
-    return kind
+    return models.one_of("workload kind", kind, KINDS, WorkloadError)
 
 
 def build(
@@ -150,7 +143,6 @@ def build(
     compiled: bool = False,
 ) -> Workload:
     check_kind(kind)
-    devices.get(device)
     precision.check_name(dtype)
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
