@@ -34,9 +34,9 @@ class DatasetSize:
 
 
 DATASETS: dict[str, DatasetSize] = {
-    "tiny": DatasetSize(train=16, test=8),
-    "small": DatasetSize(train=1024, test=256),
-    "cifar10": DatasetSize(train=50_000, test=10_000),
+    "tiny": DatasetSize(16, 8),
+    "small": DatasetSize(1024, 256),
+    "cifar10": DatasetSize(50_000, 10_000),
 }
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 
@@ -174,7 +174,6 @@ class EpochRunner:
 
 
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
-    """Trains an epoch then evaluates one, ``epochs`` times; medians per phase."""
     rounds = [(runner.train_epoch(), runner.eval_epoch()) for _ in range(epochs)]
     medians = {}
     for phase, found in zip(PHASES, zip(*rounds)):

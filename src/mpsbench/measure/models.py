@@ -14,7 +14,7 @@ from mpsbench.core import errors
 from mpsbench.measure.optional_torch import nn, torch
 
 SEED = 0
-# one axis for every model; each skips the sizes outside its own
+# one axis; each model skips the sizes outside its own
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
 
@@ -35,7 +35,6 @@ class Batch:
         return self._map(lambda tensor: tensor[:samples])
 
     def cast(self, dtype: torch.dtype) -> Batch:
-        """Floating tensors to ``dtype``; ids and labels stay integers."""
         return self._map(lambda tensor: tensor.to(dtype) if tensor.is_floating_point() else tensor)
 
 
@@ -142,7 +141,7 @@ def _transformers(
 
 
 def _output(output: Any, name: str) -> torch.Tensor:
-    # old transformers releases return a tuple, the field first
+    # old transformers return a tuple
     found: torch.Tensor = getattr(output, name) if hasattr(output, name) else output[0]
     return found
 
@@ -157,7 +156,7 @@ def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> 
     return _output(model(input_ids=inputs["input_ids"]), "last_hidden_state").transpose(1, 2)
 
 
-def _ints(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
+def random_ints(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
     return torch.randint(0, high, shape, generator=gen)
 
 
@@ -166,28 +165,28 @@ def _dense_batch(
 ) -> Callable[[int, torch.Generator], Batch]:
     return lambda batch_size, gen: Batch(
         {"input": torch.randn(batch_size, *shape, generator=gen)},
-        _ints(gen, num_classes, batch_size),
+        random_ints(gen, num_classes, batch_size),
     )
 
 
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = _ints(gen, 30522, batch_size, BERT_SEQUENCE_LENGTH)
+    ids = random_ints(gen, 30522, batch_size, BERT_SEQUENCE_LENGTH)
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
     return Batch(
-        {"input_ids": ids, "attention_mask": mask}, _ints(gen, BERT_NUM_LABELS, batch_size)
+        {"input_ids": ids, "attention_mask": mask}, random_ints(gen, BERT_NUM_LABELS, batch_size)
     )
 
 
 def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = _ints(gen, LLAMA_CONFIG["vocab_size"], batch_size, LLAMA_SEQUENCE_LENGTH)
+    ids = random_ints(gen, LLAMA_CONFIG["vocab_size"], batch_size, LLAMA_SEQUENCE_LENGTH)
     return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
     shape = batch_size, CLIP_SEQUENCE_LENGTH
-    ids = _ints(gen, CLIP_TEXT_CONFIG["vocab_size"], *shape)
+    ids = random_ints(gen, CLIP_TEXT_CONFIG["vocab_size"], *shape)
     # a target gives the accuracy guard's loss a shape
-    return Batch({"input_ids": ids}, _ints(gen, CLIP_TEXT_CONFIG["hidden_size"], *shape))
+    return Batch({"input_ids": ids}, random_ints(gen, CLIP_TEXT_CONFIG["hidden_size"], *shape))
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -310,11 +309,10 @@ REGISTRY: dict[str, ModelSpec] = {
 
 NAMES: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if not spec.modern)
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
-MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
+MODERN_INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
-    name for name in MODERN_NAMES if REGISTRY[name].trains
+    name for name in MODERN_INFERENCE_NAMES if REGISTRY[name].trains
 )
-MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
 
 
 def one_of(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from mpsbench.core import errors, settings
@@ -68,8 +69,7 @@ def prepare(
     guarded: bool = True,
     compiled: bool = False,
 ) -> workloads.Workload:
-    """The warmed-up workload for ``setup``; instruments reporting what guard refuses pass
-    ``guarded=False``."""
+    """The warmed-up workload for asv's ``setup``, guarded unless ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:
@@ -81,11 +81,13 @@ def prepare(
     return workload
 
 
+@dataclass
 class OutOfMemorySkips:
     """Turns a device's out-of-memory error into a skip (a class: cheap in a timed call)."""
 
-    def __init__(self, device: str, model: str, batch_size: int) -> None:
-        self.device, self.model, self.batch_size = device, model, batch_size
+    device: str
+    model: str
+    batch_size: int
 
     def __enter__(self) -> OutOfMemorySkips:
         return self

@@ -109,8 +109,7 @@ class Workload:
             self.step()
 
     def warm_up(self) -> Workload:
-        """Two steps, recording cpu fallbacks; fails an output off the device or dtype, or a
-        non-finite loss."""
+        """Two steps, recording cpu fallbacks; fails a wrong output or a non-finite loss."""
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
