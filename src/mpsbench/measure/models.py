@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib
 import sys
@@ -60,8 +59,10 @@ class ModelSpec:
     trains: bool = True
     modern: bool = False  # a modern model never changes the original classes' params
 
-    def missing_requirements(self) -> list[str]:
-        return [package for package in self.requires if not _imports(package)]
+    def unimportable(self) -> str | None:
+        if missing := [package for package in self.requires if not _imports(package)]:
+            return f"{self.name} needs {', '.join(missing)}, not importable here"
+        return None
 
 
 def _imports(package: str) -> bool:
@@ -171,9 +172,9 @@ def _dense_batch(
 
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = random_ints(gen, 30522, batch_size, BERT_SEQUENCE_LENGTH)
-    mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
     return Batch(
-        {"input_ids": ids, "attention_mask": mask}, random_ints(gen, BERT_NUM_LABELS, batch_size)
+        {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+        random_ints(gen, BERT_NUM_LABELS, batch_size),
     )
 
 
@@ -355,11 +356,6 @@ def preload_for_forkserver() -> list[str]:
     """In asv's forkserver only: imports torch and the models' optional packages."""
     if "asv_runner.server" not in sys.modules or sys.argv[1:2] != [FORKSERVER_MODE]:
         return []
-    loaded = []
-    for package in PRELOADED:
-        with contextlib.suppress(Exception):  # its models skip with the reason
-            importlib.import_module(package)
-            loaded.append(package)
-    # a fork's gc.collect() then neither walks nor copies them
-    gc.freeze()
+    loaded = [package for package in PRELOADED if _imports(package)]  # the rest's models skip
+    gc.freeze()  # a fork's gc.collect() then neither walks nor copies them
     return loaded

@@ -384,9 +384,9 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     precision.check_name(dtype)
     skips.require_device(device)
     skips.require_dtype(device, dtype)
-    if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
+    if (needed := spec.needs_functional) and not hasattr(F, needed):
         raise skips.SkipNotImplemented(
-            f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}"
+            f"torch {torch.__version__} has no torch.nn.functional.{needed}"
         )
     try:
         return cached(device, op, dtype, size, training)

@@ -93,10 +93,8 @@ def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
     on_gpu = device != "cpu"
     listed = ("gpu" if on_gpu else "cpu", kind, model) in PRECISION_MODELS
     if listed and on_gpu and dtype == FLOAT32:
-        outside = (
-            f"{model} {kind} in {dtype} on {device} is outside the default precision selection"
-        )
-        return _decide(device, False, f"{outside} (benchmark_models times it)")
+        outside = f"{model} {kind} in {dtype} on {device} is outside the default precision"
+        return _decide(device, False, f"{outside} selection (benchmark_models times it)")
     return _model(device, model, listed, "precision ")
 
 

@@ -53,8 +53,7 @@ class TimedSteps:
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
     skips.require_device(device)
-    if missing := models.get(model).missing_requirements():
-        raise skips.SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable here")
+    skips.skip_if(models.get(model).unimportable())
     if reason := precision.unsupported_reason(device, kind, dtype):
         raise skips.SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
 

@@ -129,10 +129,6 @@ class Workload:
         return self
 
 
-def check_kind(kind: str) -> str:
-    return models.one_of("workload kind", kind, KINDS, WorkloadError)
-
-
 def build(
     kind: str,
     device: str,
@@ -141,7 +137,7 @@ def build(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    check_kind(kind)
+    models.one_of("workload kind", kind, KINDS, WorkloadError)
     precision.check_name(dtype)
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
@@ -151,8 +147,8 @@ def build(
         )
     if kind == "training" and not spec.trains:
         raise WorkloadError(f"{model} is an inference-only model; time its inference")
-    if missing := spec.missing_requirements():
-        raise WorkloadError(f"{model} needs {', '.join(missing)}, not importable here")
+    if reason := spec.unimportable():
+        raise WorkloadError(reason)
     return Workload(kind, device, spec, batch_size, dtype, compiled)
 
 
