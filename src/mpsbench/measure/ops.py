@@ -51,7 +51,7 @@ class OpSpec:
     unit: str
     formula: str
     has_backward: bool = True
-    new_in_functional: bool = False  # F.<name>, missing from older torch
+    new_in_functional: bool = False
 
     def dims(self, size: str) -> Dims:
         return self.shapes[models.one_of("size", size, SIZES)]
