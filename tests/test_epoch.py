@@ -71,8 +71,7 @@ def _runner(num_workers: int, multiprocessing_context: str | None = None) -> epo
 def test_every_image_goes_through_exactly_once_per_epoch(odd_sizes, num_workers):
     runner = _runner(num_workers)
     for _ in range(2):
-        train = runner.train_epoch()
-        evaluation = runner.eval_epoch()
+        train, evaluation = runner.epoch("train"), runner.epoch("eval")
         assert (train.images, evaluation.images) == (21, 11)
     assert runner.train.counts.tolist() == [2] * 21
     assert runner.test.counts.tolist() == [2] * 11
@@ -83,7 +82,7 @@ def test_every_image_goes_through_exactly_once_per_epoch(odd_sizes, num_workers)
 
 @pytest.mark.slow  # each spawned worker imports torch and torchvision afresh
 def test_workers_started_by_spawn_receive_the_dataset_by_pickling():
-    timing = _runner(2, "spawn").train_epoch()
+    timing = _runner(2, "spawn").epoch("train")
     assert timing.images == epoch.DATASETS["tiny"].train
     assert 0 < timing.data_wait_fraction < 1
 

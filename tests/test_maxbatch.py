@@ -117,7 +117,7 @@ def test_the_cpu_search_in_a_memory_limited_child_stops_at_the_limit():
     # MLP training at batch 4096 needs about a hundred MiB beyond batch 1 (its input alone is
     # 16 MiB): a 16 MiB budget stops it below. (At a 1024 ceiling the search once fit whole in a
     # loaded full run: how much the allocator holds back at batch 1 varies from run to run.)
-    found = maxbatch.largest_batch_in_child("training", "mlp", ceiling=4096, budget=16 * 2**20)
+    found = maxbatch.measure("cpu", "mlp", "training", ceiling=4096, budget=16 * 2**20)
     assert 1 <= found.largest < 4096
     assert "DefaultCPUAllocator" in found.error
 

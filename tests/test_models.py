@@ -103,7 +103,9 @@ def test_missing_package_is_named(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_torchvision)
     monkeypatch.delitem(__import__("sys").modules, "torchvision", raising=False)
-    assert models.get("resnet50").missing_requirements() == ["torchvision"]
+    assert (
+        models.get("resnet50").unimportable() == "resnet50 needs torchvision, not importable here"
+    )
     with pytest.raises(workloads.WorkloadError, match="resnet50 needs torchvision"):
         workloads.build("training", "cpu", "resnet50", 1)
 

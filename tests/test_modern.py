@@ -36,7 +36,7 @@ def test_the_seed_classes_keep_their_models_and_the_modern_ones_have_their_own()
     assert models.NAMES == ("mlp", "lenet5", "resnet50", "vgg16", "bert_base", "bert_base_frozen")
     assert models.MODERN_TRAINING_NAMES == ("vit_b_16", "llama_small")
     assert models.MODERN_INFERENCE_NAMES == ("vit_b_16", "llama_small", "clip_text")
-    for name in models.MODERN_NAMES:
+    for name in models.MODERN_INFERENCE_NAMES:
         assert models.get(name).seed_batch_size in models.get(name).batch_sizes
 
 

@@ -17,10 +17,10 @@ def test_a_package_that_does_not_import_with_this_torch_is_missing_not_fatal(mon
         return real(name, package)
 
     monkeypatch.setattr(importlib, "import_module", newer_than_torch)
-    assert models.get("bert_base").missing_requirements() == [
-        "transformers.models.bert.modeling_bert"
-    ]
-    assert models.get("mlp").missing_requirements() == []
+    assert models.get("bert_base").unimportable() == (
+        "bert_base needs transformers.models.bert.modeling_bert, not importable here"
+    )
+    assert models.get("mlp").unimportable() is None
     monkeypatch.setitem(sys.modules, "asv_runner.server", object())  # as in asv's forkserver
     monkeypatch.setattr(
         sys, "argv", ["benchmark.py", models.FORKSERVER_MODE, "benchmarks", "socket"]

@@ -148,7 +148,7 @@ def on(monkeypatch):
             "mps",
             "training",
             "bfloat16",
-            "mps autocast in bfloat16 needs torch 2.6; this is torch 2.5.0",
+            r"mps bfloat16 training \(autocast\) needs torch 2.6; this is torch 2.5.0",
         ),
         (
             "2.9.0",
@@ -166,7 +166,14 @@ def on(monkeypatch):
             "bfloat16",
             "bfloat16 on mps needs macOS 14 or later",
         ),
-        ("2.2.2", "14.5", "mps", "inference", "bfloat16", "bfloat16 tensors on mps need torch 2.3"),
+        (
+            "2.2.2",
+            "14.5",
+            "mps",
+            "inference",
+            "bfloat16",
+            r"mps bfloat16 inference \(bfloat16 tensors\) needs torch 2.3",
+        ),
         (
             "2.3.1",
             "",
@@ -181,7 +188,7 @@ def on(monkeypatch):
             "cpu",
             "inference",
             "float16",
-            "float16 matrix products on the cpu need torch 2.1",
+            r"cpu float16 inference \(matrix products\) needs torch 2.1; this is torch 2.0.1",
         ),
     ],
 )

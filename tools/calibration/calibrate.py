@@ -557,7 +557,7 @@ def stage(name):
 kind, device, model, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 from mpsbench.measure import accuracy, devices, models, timing, workloads
 spec = models.get(model)
-spec.missing_requirements()  # imports torchvision / transformers where the model needs them
+spec.unimportable()  # imports torchvision / transformers where the model needs them
 stage("imports")
 devices.get(device).synchronize()
 stage("device init")

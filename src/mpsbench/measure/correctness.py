@@ -1,5 +1,4 @@
-"""Layouts and calls that made mps silently wrong, against float64 on the cpu over the same inputs
-rounded to the dtype."""
+"""Layouts and calls that made mps silently wrong, checked against float64 on the cpu."""
 
 from __future__ import annotations
 
@@ -54,22 +53,15 @@ def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
-    return torch.randint(0, high, shape, generator=gen)
-
-
 def _transposed_source(inputs: Tensors) -> Outputs:
     return (inputs[0].t(), *inputs[1:])
 
 
-def _sdpa(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
-) -> torch.Tensor:
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any = None) -> Output:
+    return F.scaled_dot_product_attention(q, k, v, mask)
 
 
 def _sdpa_pair(layout: str, issue: str, make: Make, arrange: Arrange) -> tuple[Pattern, Pattern]:
-
     def masked(gen: torch.Generator) -> Outputs:
         made = make(gen)
         mask = torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3
@@ -93,8 +85,8 @@ def _with_nans(gen: torch.Generator) -> Outputs:
     return x, with_nans.reshape(x.shape), torch.rand(2048, 2048, generator=gen, dtype=torch.float64)
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Output:
-    return F.linear(x, weight, bias)
+def _linear(*inputs: torch.Tensor) -> Output:
+    return F.linear(*inputs)
 
 
 PATTERNS: dict[str, Pattern] = {
@@ -126,21 +118,21 @@ PATTERNS: dict[str, Pattern] = {
         Pattern(
             "index_select_transposed",
             "mps index ops",
-            lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
+            lambda gen: (_randn(gen, 48, 64), models.random_ints(gen, 64, 40)),
             lambda source, index: torch.index_select(source, 0, index),
             _transposed_source,
         ),
         Pattern(
             "gather_transposed",
             "mps index ops",
-            lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
+            lambda gen: (_randn(gen, 48, 32), models.random_ints(gen, 48, 32, 24)),
             lambda source, index: torch.gather(source, 1, index),
             _transposed_source,
         ),
         Pattern(
             "scatter_add_transposed",
             "mps index ops",
-            lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
+            lambda gen: (_randn(gen, 24, 32), models.random_ints(gen, 16, 32, 24)),
             lambda source, index: source.new_zeros(source.shape[0], 16).scatter_add(
                 1, index, source
             ),
@@ -306,10 +298,14 @@ def verify(device: str, dtype: str) -> None:
         )
 
 
-def _measure(prepare: Callable[..., Any], figure: str, read: Any) -> Callable[..., measured.Table]:
-    return functools.partial(measured.measure, prepare=prepare, figures={figure: read})
-
-
-measure = _measure(relative_error, "relative_error", float)
-measure_reported = _measure(reading, "relative_error", operator.attrgetter("error"))
-measure_determinism = _measure(reading, "largest_difference", operator.attrgetter("difference"))
+measure = functools.partial(
+    measured.measure, prepare=relative_error, figures={"relative_error": float}
+)
+measure_reported = functools.partial(
+    measured.measure, prepare=reading, figures={"relative_error": operator.attrgetter("error")}
+)
+measure_determinism = functools.partial(
+    measured.measure,
+    prepare=reading,
+    figures={"largest_difference": operator.attrgetter("difference")},
+)

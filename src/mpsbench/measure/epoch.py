@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
 from mpsbench.measure.optional_torch import torch
 
@@ -35,9 +34,9 @@ class DatasetSize:
 
 
 DATASETS: dict[str, DatasetSize] = {
-    "tiny": DatasetSize(train=16, test=8),
-    "small": DatasetSize(train=1024, test=256),
-    "cifar10": DatasetSize(train=50_000, test=10_000),
+    "tiny": DatasetSize(16, 8),
+    "small": DatasetSize(1024, 256),
+    "cifar10": DatasetSize(50_000, 10_000),
 }
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 
@@ -127,13 +126,11 @@ class EpochRunner:
     ) -> None:
         from torch.utils.data import DataLoader
 
-        if dataset not in DATASETS:
-            choices = ", ".join(DATASET_NAMES)
-            raise UserError(f"unknown dataset {dataset!r}; choose one of: {choices}")
+        size = DATASETS[models.one_of("dataset", dataset, DATASETS)]
         self.workload, self.device = workload, workload.device
-        self.train, self.test = make_datasets(DATASETS[dataset], workload.spec.num_classes)
-        self.train_loader, self.test_loader = (
-            DataLoader(
+        self.train, self.test = make_datasets(size, workload.spec.num_classes)
+        self.loaders = {
+            phase: DataLoader(
                 split,
                 batch_size=workload.batch_size,
                 shuffle=split is self.train,
@@ -141,8 +138,8 @@ class EpochRunner:
                 generator=torch.Generator().manual_seed(models.SEED),
                 multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
             )
-            for split in (self.train, self.test)
-        )
+            for phase, split in zip(PHASES, (self.train, self.test))
+        }
 
     def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
         self.workload.batch = models.Batch({"input": inputs}, labels)
@@ -152,14 +149,12 @@ class EpochRunner:
         with torch.inference_mode():
             self.workload.spec.forward(self.workload.model, {"input": inputs})
 
-    def train_epoch(self) -> PhaseSummary:
-        self.workload.model.train()
-        return run_epoch(self.train_loader, self.device, self._train_step)
-
-    def eval_epoch(self) -> PhaseSummary:
-        self.workload.model.eval()
+    def epoch(self, phase: str) -> PhaseSummary:
+        training = phase == "train"
+        self.workload.model.train(training)
         try:
-            return run_epoch(self.test_loader, self.device, self._eval_step)
+            step = self._train_step if training else self._eval_step
+            return run_epoch(self.loaders[phase], self.device, step)
         finally:
             self.workload.model.train()
 
@@ -177,8 +172,7 @@ class EpochRunner:
 
 
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
-    """Trains an epoch then evaluates one, ``epochs`` times; medians per phase."""
-    rounds = [(runner.train_epoch(), runner.eval_epoch()) for _ in range(epochs)]
+    rounds = [[runner.epoch(phase) for phase in PHASES] for _ in range(epochs)]
     medians = {}
     for phase, found in zip(PHASES, zip(*rounds)):
         images, *figures = zip(*map(dataclasses.astuple, found))

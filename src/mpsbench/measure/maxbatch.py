@@ -53,16 +53,14 @@ def search(
 
 
 class SizedStep:
-    """Steps one model at the batch the search asks; between tries only the batch and gradients
-    go."""
+    """One model, stepped at each batch the search asks; a try frees only batch and gradients."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
-        self.kind, self.device = workloads.check_kind(kind), devices.get(device)
-        self.spec = models.get(model)
+        self.kind, self.device, self.spec = kind, devices.get(device), models.get(model)
         self.workload: workloads.Workload | None = None
 
     def __call__(self, batch_size: int) -> None:
-        if (workload := self.workload) is None:
+        if (workload := self.workload) is None:  # built inside the search: its OOM is a size
             workload = self.workload = workloads.build(
                 self.kind, self.device, self.spec.name, self.spec.batch_sizes[0]
             )
@@ -84,7 +82,7 @@ class SizedStep:
         self.release()
 
 
-def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
+def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None) -> Search:
     # a budget limits the address space to batch 1's plus the budget
     step = SizedStep(kind, device, model)
     try:
@@ -102,19 +100,6 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
         step.close()
 
 
-def largest_batch_in_child(
-    kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET
-) -> Search:
-    """In a child, whose death fails the search, not this process."""
-    try:
-        return isolated.call(_search, kind, "cpu", model, ceiling, budget)
-    except isolated.ChildDied as exc:
-        gib = budget / 2**30
-        raise RuntimeError(
-            f"the cpu search for {model} {kind} died under a {gib:.1f} GiB budget: {exc}"
-        ) from exc
-
-
 def require(device: str, model: str, kind: str) -> None:
     suite.require(kind, device, model)
     if device == "cpu" and not os.path.exists("/proc/self/status"):
@@ -123,7 +108,15 @@ def require(device: str, model: str, kind: str) -> None:
         )
 
 
-def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    if device == "cpu":
-        return largest_batch_in_child(kind, model, ceiling)
-    return _search(kind, device, model, ceiling)
+def measure(
+    device: str, model: str, kind: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET
+) -> Search:
+    """The cpu's search runs in a child under ``budget``, whose death fails only the search."""
+    if device != "cpu":
+        return _search(kind, device, model, ceiling, None)
+    try:
+        return isolated.call(_search, kind, device, model, ceiling, budget)
+    except isolated.ChildDied as exc:
+        raise RuntimeError(
+            f"the cpu search for {model} {kind} died under a {budget / 2**30:.1f} GiB budget: {exc}"
+        ) from exc

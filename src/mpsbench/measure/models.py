@@ -1,13 +1,11 @@
-"""The benchmarked models: random weights, seeded synthetic batches, nothing downloaded
-(docs/reference/models.md)."""
+"""The benchmarked models: random weights, seeded synthetic batches (docs/reference/models.md)."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +13,7 @@ from mpsbench.core import errors
 from mpsbench.measure.optional_torch import nn, torch
 
 SEED = 0
-# one axis for every model; a model skips the sizes outside its own
+# one axis; each model skips the sizes outside its own
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
 
@@ -32,8 +30,11 @@ class Batch:
     def to(self, device: str) -> Batch:
         return self._map(lambda tensor: tensor.to(device))
 
-    def head(self, samples: int) -> Batch:
+    def head(self, samples: int | None) -> Batch:
         return self._map(lambda tensor: tensor[:samples])
+
+    def cast(self, dtype: torch.dtype) -> Batch:
+        return self._map(lambda tensor: tensor.to(dtype) if tensor.is_floating_point() else tensor)
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class ModelSpec:
     num_classes: int
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
-    large: bool = True  # a cpu step takes seconds: small batches by default there
+    large: bool = True  # a cpu step takes seconds: small batches there by default
     steps_per_call: int = 1  # lifts sub-millisecond steps above clock and launch overhead
     requires: tuple[str, ...] = ()
     trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all
@@ -56,10 +57,12 @@ class ModelSpec:
         default=lambda model, inputs: model(*inputs.values())
     )
     trains: bool = True
-    modern: bool = False  # adding one never changes the original classes' params
+    modern: bool = False  # a modern model never changes the original classes' params
 
-    def missing_requirements(self) -> list[str]:
-        return [package for package in self.requires if not _imports(package)]
+    def unimportable(self) -> str | None:
+        if missing := [package for package in self.requires if not _imports(package)]:
+            return f"{self.name} needs {', '.join(missing)}, not importable here"
+        return None
 
 
 def _imports(package: str) -> bool:
@@ -97,7 +100,6 @@ BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6
 # fixed: transformers' default changes between releases
 BERT_ATTENTION = "eager"
-LLAMA_ATTENTION = "sdpa"
 LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000,
     hidden_size=768,
@@ -123,26 +125,24 @@ CLIP_TEXT_CONFIG: dict[str, Any] = dict(
 CLIP_SEQUENCE_LENGTH = 77
 
 
-def _transformers_build(
-    model_class: str, config_class: str, config: dict[str, Any], attention: str
+def _transformers(
+    model_class: str, config: dict[str, Any], attention: str
 ) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
-        transformers = importlib.import_module("transformers")
-        settings = getattr(transformers, config_class)(**config)
+        built = getattr(importlib.import_module("transformers"), model_class)
+        settings = built.config_class(**config)
         settings._attn_implementation = attention
         try:
-            model: nn.Module = getattr(transformers, model_class)(
-                settings, attn_implementation=attention
-            )
+            model: nn.Module = built(settings, attn_implementation=attention)
         except TypeError:  # older transformers: no argument, one attention path
-            model = getattr(transformers, model_class)(settings)
+            model = built(settings)
         return model
 
     return build
 
 
 def _output(output: Any, name: str) -> torch.Tensor:
-    # old transformers releases return a tuple, the field first
+    # old transformers return a tuple
     found: torch.Tensor = getattr(output, name) if hasattr(output, name) else output[0]
     return found
 
@@ -157,7 +157,7 @@ def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> 
     return _output(model(input_ids=inputs["input_ids"]), "last_hidden_state").transpose(1, 2)
 
 
-def _ints(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
+def random_ints(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
     return torch.randint(0, high, shape, generator=gen)
 
 
@@ -166,28 +166,28 @@ def _dense_batch(
 ) -> Callable[[int, torch.Generator], Batch]:
     return lambda batch_size, gen: Batch(
         {"input": torch.randn(batch_size, *shape, generator=gen)},
-        _ints(gen, num_classes, batch_size),
+        random_ints(gen, num_classes, batch_size),
     )
 
 
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = _ints(gen, 30522, batch_size, BERT_SEQUENCE_LENGTH)
-    mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
+    ids = random_ints(gen, 30522, batch_size, BERT_SEQUENCE_LENGTH)
     return Batch(
-        {"input_ids": ids, "attention_mask": mask}, _ints(gen, BERT_NUM_LABELS, batch_size)
+        {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+        random_ints(gen, BERT_NUM_LABELS, batch_size),
     )
 
 
 def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = _ints(gen, LLAMA_CONFIG["vocab_size"], batch_size, LLAMA_SEQUENCE_LENGTH)
+    ids = random_ints(gen, LLAMA_CONFIG["vocab_size"], batch_size, LLAMA_SEQUENCE_LENGTH)
     return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
     shape = batch_size, CLIP_SEQUENCE_LENGTH
-    ids = _ints(gen, CLIP_TEXT_CONFIG["vocab_size"], *shape)
+    ids = random_ints(gen, CLIP_TEXT_CONFIG["vocab_size"], *shape)
     # a target gives the accuracy guard's loss a shape
-    return Batch({"input_ids": ids}, _ints(gen, CLIP_TEXT_CONFIG["hidden_size"], *shape))
+    return Batch({"input_ids": ids}, random_ints(gen, CLIP_TEXT_CONFIG["hidden_size"], *shape))
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -212,24 +212,21 @@ def _torchvision(
     )
 
 
-def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
+def _bert(name: str, description: str, **trainable: Any) -> ModelSpec:
     return ModelSpec(
         name,
         description,
-        _transformers_build(
-            "BertForSequenceClassification",
-            "BertConfig",
-            {"num_labels": BERT_NUM_LABELS},
-            BERT_ATTENTION,
+        _transformers(
+            "BertForSequenceClassification", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION
         ),
         _bert_batch,
         BERT_NUM_LABELS,
-        seed_batch_size=64,
-        batch_sizes=_BIG_SIZES,
+        64,
+        _BIG_SIZES,
         requires=("transformers.models.bert.modeling_bert",),
         make_optimizer=_adamw,
         forward=lambda model, inputs: _output(model(**inputs), "logits"),
-        **frozen,
+        **trainable,
     )
 
 
@@ -285,7 +282,7 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             LLAMA_NAME,
             "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
-            _transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION),
+            _transformers("LlamaForCausalLM", LLAMA_CONFIG, "sdpa"),
             _llama_batch,
             LLAMA_CONFIG["vocab_size"],
             8,
@@ -298,7 +295,7 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             "clip_text",
             "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
-            _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
+            _transformers("CLIPTextModel", CLIP_TEXT_CONFIG, "eager"),
             _clip_batch,
             CLIP_TEXT_CONFIG["hidden_size"],
             8,
@@ -313,20 +310,22 @@ REGISTRY: dict[str, ModelSpec] = {
 
 NAMES: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if not spec.modern)
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
-MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
+MODERN_INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
-    name for name in MODERN_NAMES if REGISTRY[name].trains
+    name for name in MODERN_INFERENCE_NAMES if REGISTRY[name].trains
 )
-MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
+
+
+def one_of(
+    what: str, name: str, choices: Collection[str], error: type[Exception] = errors.UserError
+) -> str:
+    if name not in choices:
+        raise error(f"unknown {what} {name!r}; choose one of: {', '.join(choices)}")
+    return name
 
 
 def get(name: str) -> ModelSpec:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise errors.UserError(
-            f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}"
-        ) from None
+    return REGISTRY[one_of("model", name, REGISTRY)]
 
 
 def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
@@ -354,14 +353,9 @@ FORKSERVER_MODE = "run_server"
 
 
 def preload_for_forkserver() -> list[str]:
-    """In asv's forkserver only, imports torch and the models' optional packages."""
+    """In asv's forkserver only: imports torch and the models' optional packages."""
     if "asv_runner.server" not in sys.modules or sys.argv[1:2] != [FORKSERVER_MODE]:
         return []
-    loaded = []
-    for package in PRELOADED:
-        with contextlib.suppress(Exception):  # its models skip with the reason
-            importlib.import_module(package)
-            loaded.append(package)
-    # a fork's gc.collect() then neither walks nor copies them
-    gc.freeze()
+    loaded = [package for package in PRELOADED if _imports(package)]  # the rest's models skip
+    gc.freeze()  # a fork's gc.collect() then neither walks nor copies them
     return loaded

@@ -21,7 +21,7 @@ Dims = Mapping[str, int]
 @dataclass(frozen=True)
 class Operand:
     shape: tuple[int, ...]
-    high: int = 0  # above 0: int64 indices in [0, high); else normal values, or ones
+    high: int = 0  # above 0: int64 indices in [0, high)
     ones: bool = False
     trained: bool = False
     transposed: bool = False
@@ -29,7 +29,7 @@ class Operand:
 
 
 def _evaluate(expression: str, dims: Dims, itemsize: int = 0) -> int:
-    # eval of our own constants: the documented formula is the computed one
+    # eval of our own constants: the documented formula is the one computed
     python = expression.replace("^", "**").replace("/", "//")
     return int(eval(python, {"__builtins__": {}}, {**dims, "s": itemsize}))
 
@@ -44,7 +44,6 @@ class OpSpec:
     ``formula``: one forward call's FLOPs or bytes (``s`` bytes per element)."""
 
     name: str
-    description: str
     shapes: Mapping[str, Dims]
     inputs: str
     forward: Callable[..., torch.Tensor]
@@ -52,12 +51,10 @@ class OpSpec:
     unit: str
     formula: str
     has_backward: bool = True
-    needs_functional: str | None = None
+    new_in_functional: bool = False
 
     def dims(self, size: str) -> Dims:
-        if size not in SIZES:
-            raise errors.UserError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
-        return self.shapes[size]
+        return self.shapes[models.one_of("size", size, SIZES)]
 
     def operands(self, dims: Dims) -> dict[str, Operand]:
         found = {}
@@ -98,7 +95,6 @@ _READ_WRITE = "2*n^2*s (read x, write y)"
 _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "matmul",
-        "square matrix product a @ b",
         _dims("n", 64, 256, 4096),
         "a n n, b n n",
         lambda a, b: torch.matmul(a, b),
@@ -108,7 +104,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "linear",
-        "nn.Linear: t tokens of i features to o, with bias",
         _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
         "x t i, weight o i, bias o",
         lambda x, weight, bias: F.linear(x, weight, bias),
@@ -118,7 +113,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "conv2d",
-        "3x3 kernel, stride 1, padding 1, with bias",
         _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
         "x n c h w, weight o c 3 3, bias o",
         lambda x, weight, bias: F.conv2d(x, weight, bias, padding=1),
@@ -128,18 +122,16 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "scaled_dot_product_attention",
-        "attention without a mask",
         _dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
         "q n h l d, k n h l d, v n h l d",
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
         "n h l d",
         GFLOPS,
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
-        needs_functional="scaled_dot_product_attention",
+        new_in_functional=True,
     ),
     OpSpec(
         "max_pool2d",
-        "2x2 window, stride 2",
         _IMAGES,
         "x n c h w",
         lambda x: F.max_pool2d(x, 2),
@@ -149,7 +141,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "batch_norm",
-        "training mode: batch statistics, running stats updated",
         _IMAGES,
         "x n c h w, weight c, bias c, running_mean c ones, running_var c ones",
         lambda x, weight, bias, mean, var: F.batch_norm(x, mean, var, weight, bias, training=True),
@@ -159,7 +150,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "layer_norm",
-        "over the last dim, with affine",
         _dims("t d", (64, 256), (4096, 256), (16384, 4096)),
         "x t d, weight d, bias d",
         lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias),
@@ -169,7 +159,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "softmax",
-        "over the last dim",
         _SQUARE,
         "x n n",
         lambda x: torch.softmax(x, dim=-1),
@@ -179,7 +168,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "gelu",
-        "exact (erf) form",
         _SQUARE,
         "x n n",
         lambda x: F.gelu(x),
@@ -190,7 +178,6 @@ _SPECS: tuple[OpSpec, ...] = (
     *(
         OpSpec(
             f"{name}{suffix}",
-            f"elementwise a {sign} b{', with a transposed' if suffix else ''}",
             _SQUARE,
             f"a n n{suffix.replace('_', ' ')}, b n n",
             lambda a, b, name=name: getattr(torch, name)(a, b),  # torch binds at the first case
@@ -199,13 +186,12 @@ _SPECS: tuple[OpSpec, ...] = (
             "3*n^2*s (read a and b, write the result)",
             has_backward=name == "mul",
         )
-        for name, sign in (("add", "+"), ("mul", "*"))
+        for name in ("add", "mul")
         for suffix in ("", "_transposed")
     ),
     *(
         OpSpec(
             name,
-            "over the last dim",
             _SQUARE,
             "x n n",
             lambda x, name=name: getattr(torch, name)(x, dim=-1),
@@ -218,7 +204,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "index_select",
-        "k random rows (repeats allowed) of a table",
         _dims("v d k", (1024, 64, 256), (32768, 256, 4096), (65536, 1024, 65536)),
         "source v d, index k below v",
         lambda source, index: torch.index_select(source, 0, index),
@@ -228,7 +213,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "gather",
-        "k random columns per row",
         _dims("r c k", (256, 256, 64), (2048, 2048, 512), (16384, 8192, 4096)),
         "source r c, index r k below c",
         lambda source, index: torch.gather(source, 1, index),
@@ -238,7 +222,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "embedding",
-        "look up n x l token ids in a table",
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
         "source v d, index n l below v",
         lambda source, index: F.embedding(index, source),
@@ -248,7 +231,6 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "cross_entropy",
-        "mean over n rows of c logits against class targets",
         _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
         "logits n c, target n below c",
         lambda logits, target: F.cross_entropy(logits, target),
@@ -259,7 +241,6 @@ _SPECS: tuple[OpSpec, ...] = (
     *(
         OpSpec(
             f"copy_{direction}",
-            f"copy from {source} into a preallocated {destination} buffer",
             _COPIED,
             f"source n{' host' * (direction == 'h2d')}, destination n{' host' * (direction == 'd2h')}",
             lambda source, destination: destination.copy_(source),
@@ -268,10 +249,7 @@ _SPECS: tuple[OpSpec, ...] = (
             "n*s (the bytes that cross between host and device memory)",
             has_backward=False,
         )
-        for direction, source, destination in (
-            ("h2d", "pageable host memory", "device"),
-            ("d2h", "device memory", "pageable host"),
-        )
+        for direction in ("h2d", "d2h")
     ),
 )
 
@@ -283,10 +261,7 @@ BACKWARD_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.has
 
 
 def get(name: str) -> OpSpec:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise errors.UserError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
+    return REGISTRY[models.one_of("op", name, NAMES)]
 
 
 def make_inputs(
@@ -320,7 +295,7 @@ def _bind_torch() -> None:
 
 
 class OpCase:
-    """An op's inputs on a device and its calls; nothing here synchronizes."""
+    """An op's inputs on a device and its unsynchronized calls."""
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
@@ -332,7 +307,7 @@ class OpCase:
         self.device = devices.get(device)
         self.inputs = make_inputs(spec, size, device, dtype, training)
         self.operands = tuple(self.inputs.values())
-        self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
+        self.trained = [tensor for tensor in self.operands if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
         self.calls_per_sample = CALLS_PER_SAMPLE[size]
 
@@ -341,7 +316,7 @@ class OpCase:
             return self.spec.forward(*self.operands)
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
-        # autograd.grad with a fixed output gradient: nothing accumulates
+        # a fixed output gradient; autograd.grad accumulates nothing
         output = self.spec.forward(*self.operands)
         if self.grad_output is None:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
@@ -355,9 +330,8 @@ class OpCase:
     def work(self) -> int:
         return self.spec.work_at(self.size, self.dtype)
 
-    def warm_up(self, calls: int = 2) -> None:
-        """Fails an output of the wrong shape, dtype or device."""
-        for _ in range(calls):
+    def warm_up(self) -> None:
+        for _ in range(2):
             output = self.forward()
             if self.training:
                 self.forward_backward()
@@ -410,10 +384,8 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     precision.check_name(dtype)
     skips.require_device(device)
     skips.require_dtype(device, dtype)
-    if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
-        raise skips.SkipNotImplemented(
-            f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}"
-        )
+    if spec.new_in_functional and not hasattr(F, op):
+        raise skips.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{op}")
     try:
         return cached(device, op, dtype, size, training)
     except Exception as exc:
@@ -422,7 +394,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         if devices.is_out_of_memory(exc):
             devices.get(device).empty_cache()
             raise skips.SkipNotImplemented(f"{label} does not fit in memory: {why}") from exc
-        # float32 must run everywhere; reduced precision varies with device, OS and torch
+        # float32 must run everywhere; reduced precision may not
         if dtype != precision.DEFAULT and skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(
                 f"{label}: torch does not support it here: {why}"

@@ -7,8 +7,7 @@ import platform
 import re
 from typing import Any
 
-from mpsbench.core.errors import UserError
-from mpsbench.measure import host
+from mpsbench.measure import host, models
 from mpsbench.measure.optional_torch import torch
 
 NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -16,9 +15,7 @@ DEFAULT = "float32"
 
 
 def check_name(name: str) -> str:
-    if name not in NAMES:
-        raise UserError(f"unknown dtype {name!r}; choose one of: {', '.join(NAMES)}")
-    return name
+    return models.one_of("dtype", name, NAMES)
 
 
 def dtype_of(name: str) -> torch.dtype:
@@ -49,18 +46,13 @@ def torch_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-_MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
-    ("mps", "training", "float16"): (
-        (2, 8),
-        "mps float16 training (GradScaler kernels) needs torch 2.8",
-    ),
-    ("mps", "training", "bfloat16"): ((2, 6), "mps autocast in bfloat16 needs torch 2.6"),
-    ("mps", "inference", "bfloat16"): ((2, 3), "bfloat16 tensors on mps need torch 2.3"),
-    ("cpu", "training", "float16"): (
-        (2, 4),
-        "cpu float16 training (autocast, GradScaler) needs torch 2.4",
-    ),
-    ("cpu", "inference", "float16"): ((2, 1), "float16 matrix products on the cpu need torch 2.1"),
+# the first torch that runs each, and what it lacked before
+_MIN_TORCH: dict[tuple[str, str, str], tuple[int, int, str]] = {
+    ("mps", "training", "float16"): (2, 8, "GradScaler kernels"),
+    ("mps", "training", "bfloat16"): (2, 6, "autocast"),
+    ("mps", "inference", "bfloat16"): (2, 3, "bfloat16 tensors"),
+    ("cpu", "training", "float16"): (2, 4, "autocast, GradScaler"),
+    ("cpu", "inference", "float16"): (2, 1, "matrix products"),
 }
 
 
@@ -68,8 +60,12 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
     """Why a usable ``device`` cannot run ``kind`` in ``name`` with this torch and OS."""
     if not is_reduced(name):
         return None
-    if (needed := _MIN_TORCH.get((device, kind, name))) and torch_version() < needed[0]:
-        return f"{needed[1]}; this is torch {torch.__version__}"
+    major, minor, lacking = _MIN_TORCH.get((device, kind, name), (0, 0, ""))
+    if torch_version() < (major, minor):
+        return (
+            f"{device} {name} {kind} ({lacking}) needs torch {major}.{minor};"
+            f" this is torch {torch.__version__}"
+        )
     return device_lacks(device, name)
 
 

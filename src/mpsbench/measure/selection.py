@@ -21,11 +21,9 @@ def selected_devices() -> tuple[str, ...] | None:
 
 def device_reason(device: str) -> str | None:
     """Why this run leaves ``device`` out, or None: by default the cpu beside a GPU."""
-    names = selected_devices()
-    if names is not None:
+    if (names := selected_devices()) is not None:
         return None if device in names else f"{device} is not in {DEVICES_ENV}={','.join(names)}"
-    gpus = devices.accelerators_present()
-    if device == "cpu" and gpus:
+    if device == "cpu" and (gpus := devices.accelerators_present()):
         return (
             f"the cpu is left out by default on a machine with {' and '.join(gpus)};"
             f" set {DEVICES_ENV}={','.join(gpus)},cpu to time it too"
@@ -95,10 +93,8 @@ def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
     on_gpu = device != "cpu"
     listed = ("gpu" if on_gpu else "cpu", kind, model) in PRECISION_MODELS
     if listed and on_gpu and dtype == FLOAT32:
-        outside = (
-            f"{model} {kind} in {dtype} on {device} is outside the default precision selection"
-        )
-        return _decide(device, False, f"{outside} (benchmark_models times it)")
+        outside = f"{model} {kind} in {dtype} on {device} is outside the default precision"
+        return _decide(device, False, f"{outside} selection (benchmark_models times it)")
     return _model(device, model, listed, "precision ")
 
 
@@ -145,7 +141,7 @@ CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 def op(device: str, name: str, dtype: str, size: str) -> str | None:
     """float32; on a GPU the large size, bound by the GPU rather than the host launching it."""
     never = None
-    if name in HOST_DEVICE_COPIES and device == "cpu":
+    if device == "cpu" and name in HOST_DEVICE_COPIES:
         never = f"{name} copies between host and a device: on the cpu both are host memory"
     elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
         never = f"{name} in {dtype} at {size}: reduced precision is 10-20x slower on the cpu"
@@ -158,10 +154,10 @@ def epoch(
     device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str = "train"
 ) -> str | None:
     """Both loader settings run: their difference is the data-loading bottleneck."""
-    never = None
-    if device == "cpu" and dataset == "cifar10":
-        never = "a CIFAR-10 epoch on the cpu takes hours: use 'small' there"
-    seed = ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
+    cpu = device == "cpu"
+    hours = cpu and dataset == "cifar10"
+    never = "a CIFAR-10 epoch on the cpu takes hours: use 'small' there" if hours else None
+    seed = ("resnet50", 8, "tiny") if cpu else ("vgg16", 64, "small")
     outside = f"{model} at batch {batch_size} with {num_workers} workers on {dataset} on {device}"
     default = (model, batch_size, dataset) == seed
     return _decide(device, default, f"{outside} is outside the default selection", never)
@@ -187,14 +183,16 @@ RULES: dict[str, Callable[..., str | None]] = {
     **dict.fromkeys(("Training", "Inference", "TrainingCapacity", "InferenceCapacity"), steps),
     **dict.fromkeys(("ModernTraining", "ModernInference"), modern),
     **dict.fromkeys(("TrainingColdStart", "InferenceColdStart"), cold_start),
-    "TrainingInstruments": partial(instruments, "training"),
-    "InferenceInstruments": partial(instruments, "inference"),
-    "TrainingPrecision": partial(precision, "training"),
-    "InferencePrecision": partial(precision, "inference"),
-    "TrainingPrecisionCapacity": partial(precision_memory, "training"),
-    "InferencePrecisionCapacity": partial(precision_memory, "inference"),
-    "CompiledTraining": partial(compiled, "training"),
-    "CompiledInference": partial(compiled, "inference"),
+    **{
+        name.format(kind.title()): partial(rule, kind)
+        for name, rule in (
+            ("{}Instruments", instruments),
+            ("{}Precision", precision),
+            ("{}PrecisionCapacity", precision_memory),
+            ("Compiled{}", compiled),
+        )
+        for kind in ("training", "inference")
+    },
     **dict.fromkeys(("LlmPrefill", "LlmDecode"), generation),
     **dict.fromkeys(("Correctness", "ReportedCorrectness", "Determinism"), correctness),
     "LeakPatterns": leaks,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from mpsbench.core import errors, settings
@@ -52,8 +53,7 @@ class TimedSteps:
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
     skips.require_device(device)
-    if missing := models.get(model).missing_requirements():
-        raise skips.SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable here")
+    skips.skip_if(models.get(model).unimportable())
     if reason := precision.unsupported_reason(device, kind, dtype):
         raise skips.SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
 
@@ -68,8 +68,7 @@ def prepare(
     guarded: bool = True,
     compiled: bool = False,
 ) -> workloads.Workload:
-    """The warmed-up workload for ``setup``; instruments reporting what guard refuses pass
-    ``guarded=False``."""
+    """The warmed-up workload for asv's ``setup``, guarded unless ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:
@@ -81,11 +80,13 @@ def prepare(
     return workload
 
 
+@dataclass
 class OutOfMemorySkips:
     """Turns a device's out-of-memory error into a skip (a class: cheap in a timed call)."""
 
-    def __init__(self, device: str, model: str, batch_size: int) -> None:
-        self.device, self.model, self.batch_size = device, model, batch_size
+    device: str
+    model: str
+    batch_size: int
 
     def __enter__(self) -> OutOfMemorySkips:
         return self

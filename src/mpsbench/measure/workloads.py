@@ -38,13 +38,8 @@ class Workload:
         self.model = resident(self.device, spec)
         self.batch = models.make_batch(spec, batch_size).to(device)
         if kind == "inference" and precision.is_reduced(dtype):
-            cast = precision.dtype_of(dtype)
-            self.model.to(cast)
-            inputs = {
-                key: value.to(cast) if value.is_floating_point() else value  # ids stay integers
-                for key, value in self.batch.inputs.items()
-            }
-            self.batch = models.Batch(inputs, self.batch.target)
+            self.model.to(precision.dtype_of(dtype))
+            self.batch = self.batch.cast(precision.dtype_of(dtype))
         if compiled:
             self.model = torch.compile(self.model)  # type: ignore[assignment]
         self.first_step_seconds: float | None = None
@@ -102,7 +97,7 @@ class Workload:
         self.model.eval()
         try:
             with torch.no_grad(), precision.autocast(self.device, self.kind, self.dtype):
-                batch = self.batch if samples is None else self.batch.head(samples)
+                batch = self.batch.head(samples)
                 logits: torch.Tensor = self.spec.forward(self.model, batch.inputs)
                 loss: torch.Tensor = self.loss_fn(logits.float(), batch.target)
         finally:
@@ -114,8 +109,7 @@ class Workload:
             self.step()
 
     def warm_up(self) -> Workload:
-        """Two steps, recording cpu fallbacks; fails an output off the device or dtype, or a
-        non-finite loss."""
+        """Two steps, recording cpu fallbacks; fails a wrong output or a non-finite loss."""
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
@@ -135,12 +129,6 @@ class Workload:
         return self
 
 
-def check_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise WorkloadError(f"unknown workload kind {kind!r}; choose one of: {', '.join(KINDS)}")
-    return kind
-
-
 def build(
     kind: str,
     device: str,
@@ -149,8 +137,7 @@ def build(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    check_kind(kind)
-    devices.get(device)
+    models.one_of("workload kind", kind, KINDS, WorkloadError)
     precision.check_name(dtype)
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
@@ -160,8 +147,8 @@ def build(
         )
     if kind == "training" and not spec.trains:
         raise WorkloadError(f"{model} is an inference-only model; time its inference")
-    if missing := spec.missing_requirements():
-        raise WorkloadError(f"{model} needs {', '.join(missing)}, not importable here")
+    if reason := spec.unimportable():
+        raise WorkloadError(reason)
     return Workload(kind, device, spec, batch_size, dtype, compiled)
 
 
