@@ -35,8 +35,8 @@ def search(
 ) -> Search:
     """Doubles the batch from 1 until ``step`` runs out of memory or passes ``ceiling``."""
     tried: list[int] = []
-    error = None
-    while error is None and (batch_size := 2 ** len(tried)) <= ceiling:
+    error, fits, batch_size = None, 0, 1
+    while error is None and batch_size <= ceiling:
         tried.append(batch_size)
         began = time.perf_counter()
         try:
@@ -49,7 +49,9 @@ def search(
         release()
         outcome = "fits" if error is None else "does not fit"
         log.info("%s: batch %d %s (%.1f s)", what, batch_size, outcome, time.perf_counter() - began)
-    return Search(batch_size // 2, tuple(tried), error)
+        if error is None:
+            fits, batch_size = batch_size, batch_size * 2
+    return Search(fits, tuple(tried), error)
 
 
 class SizedStep:

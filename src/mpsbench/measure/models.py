@@ -309,6 +309,7 @@ REGISTRY: dict[str, ModelSpec] = {
 }
 
 NAMES: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if not spec.modern)
+# a frozen encoder changes training only
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
 MODERN_INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(

@@ -11,6 +11,7 @@ from mpsbench.measure.optional_torch import F, torch
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
+# calls per timed call: a sub-millisecond op rises above clock and launch overhead
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 GFLOPS = "GFLOP/s"
 GBPS = "GB/s"  # 1 GB = 1e9 bytes
@@ -184,7 +185,7 @@ _SPECS: tuple[OpSpec, ...] = (
             "n n",
             GBPS,
             "3*n^2*s (read a and b, write the result)",
-            has_backward=name == "mul",
+            has_backward=name == "mul",  # add has no backward kernel of its own; mul has
         )
         for name in ("add", "mul")
         for suffix in ("", "_transposed")
@@ -198,7 +199,7 @@ _SPECS: tuple[OpSpec, ...] = (
             "n",
             GBPS,
             "(n^2 + n)*s (read x, write one value per row)",
-            has_backward=False,
+            has_backward=False,  # a reduction's backward is a broadcast: no kernel of its own
         )
         for name in ("sum", "mean")
     ),

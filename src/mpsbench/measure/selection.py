@@ -8,6 +8,7 @@ from functools import partial
 from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
+# asv passes the environment through to every benchmark process
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 
