@@ -214,8 +214,10 @@ def main(argv: list[str]) -> int:
             return 3
         gc.freeze()  # children's collections neither walk nor copy the imports
     ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
-    where = os.path.abspath(torch.__file__)
-    _say(reply, ready | {"torch_file": where, "mode": mode, "timeout": timeout})
+    _say(
+        reply,
+        ready | {"torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
+    )
     for line in sys.stdin:
         if mode == SPAWN:
             _say(reply, _round(dir_, bench_id, json.loads(line), timeout, reply))
