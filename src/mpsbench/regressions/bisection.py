@@ -241,9 +241,9 @@ def outcome(found: Found | Unresolved) -> int:
 
 def _step_decided(
     good: str, bad: str, candidates: list[str], confirmed: bool
-) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
+) -> Callable[[compare.Verdicts], bool]:
 
-    def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
+    def decided(verdicts: compare.Verdicts) -> bool:
         endpoint = verdicts[(good, bad)].decision
         if not confirmed and endpoint != verdict.SLOWER:
             return endpoint != verdict.UNDECIDED  # nothing to bisect
@@ -254,7 +254,6 @@ def _step_decided(
 
 
 def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
-    """'bad', 'good' or None (undecided)."""
     if vs_good.decision == verdict.SLOWER:
         return "bad"
     if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):

@@ -19,6 +19,7 @@ from mpsbench.measure import devices, preselect
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
+Verdicts = dict[Pair, verdict.Verdict]
 MOST_ROUNDS = 1000  # a round is seconds at least, so a thousand is hours
 log = progress.logger(__name__)
 EXIT_STATUSES = """exit status:
@@ -31,7 +32,7 @@ EXIT_STATUSES = """exit status:
 @dataclass
 class Measured:
     times: dict[str, list[float]]  # each process's fastest sample (s), round order
-    verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
+    verdicts: Verdicts = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)
 
     def undecided(self) -> list[verdict.Verdict]:
@@ -42,7 +43,7 @@ def measure(
     session: fresh.Session,
     builds: list[fresh.Named],
     pairs: list[Pair],
-    done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
+    done: Callable[[Verdicts], bool] | None = None,
 ) -> Measured:
     """Rounds until every pair is decided (or ``done``) or the budget is spent; extra looks past
     --max-rounds while an undecided pair could be decided."""

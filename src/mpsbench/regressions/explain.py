@@ -262,9 +262,9 @@ def _profile(
             output, rc = fresh.run_logged(
                 command, made[build.name].env, options.log, PROCESS_TIMEOUT
             )
-            found: dict[str, Any] = {"error": f"exit status {rc}"}
-            if out.is_file():
-                found = json.loads(out.read_text())
+            found: dict[str, Any] = (
+                json.loads(out.read_text()) if out.is_file() else {"error": f"exit status {rc}"}
+            )
             if "error" in found:
                 tail = " | ".join(output.strip().splitlines()[-2:])
                 raise UserError(

@@ -187,7 +187,6 @@ class Session:
         return kept
 
     def check_bench(self, commit: str) -> str:
-        """The one combination ``bench`` names, or UserError."""
         from mpsbench.core.asv_internals import Benchmarks, Config
 
         listing = json.loads(self._discover(commit).read_text())

@@ -43,7 +43,6 @@ def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = 
 
 
 def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
-    """threshold() as a factor: 0.05 -> 1.05."""
     return 1.0 + threshold(thresholds, entry, branch)
 
 
@@ -126,7 +125,6 @@ def _ratio(before: float, after: float) -> float:
 
 
 def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Judgement | None:
-    """An error row by its dtype's tolerance, a difference row by bit-identity."""
     change = f"{old.value:.3g} -> {new.value:.3g}"
     if unit_name == tolerances.ERROR_UNIT:
         limit = tolerances.tolerance(entry)
