@@ -232,7 +232,7 @@ def test_the_budget_counts_for_the_whole_bisection_and_a_second_run_reuses_the_c
 
     def gaps(count: int) -> nightlies.Gaps:
         adding = nightlies.Options(count, (index,), "none", index)
-        files = fresh.Options("unused", 5, 20, tmp_path / "manifest.json", tmp_path / "timeline")
+        files = fresh.Options("unused", tmp_path / "manifest.json", tmp_path / "timeline", 5, 20)
         current = mf.load(tmp_path / "manifest.json")
         return nightlies.Gaps(
             adding, files, current, timeline.compute(current, tmp_path / "timeline")

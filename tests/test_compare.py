@@ -349,10 +349,10 @@ def test_a_session_that_cannot_start_leaves_no_scratch_folder(tmp_path, monkeypa
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     args = fresh.Options(
         BENCH,
-        4,
-        4,
         tmp_path / "manifest.json",
         tmp_path / "timeline",
+        4,
+        4,
         machine="m",
         suite_root=suite,
     )

@@ -85,7 +85,7 @@ import sys
 from pathlib import Path
 from mpsbench.regressions import fresh
 bench, exam = sys.argv[1], Path(sys.argv[2])
-args = fresh.Options(bench, 5, 20, exam / "manifest.json", exam / "timeline")
+args = fresh.Options(bench, exam / "manifest.json", exam / "timeline", 5, 20)
 _, _, (good,) = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
 with fresh.Session(args, [good]) as session:
     print(session.check_bench(good.commit))

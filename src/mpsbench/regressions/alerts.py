@@ -1,5 +1,5 @@
-"""Each machine's newest build, row by row, against the build before it and the last one not
-flagged; ``--confirm`` re-measures each timed alert (docs/explanation/site.md)."""
+"""Each machine's newest build against the build before it and the last one not flagged;
+``--confirm`` re-measures timed alerts (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ COLUMNS = [
 class Options:
     machines: tuple[str, ...] = ()  # default: every one
     build: str | None = None  # only machines whose newest build is this one
-    summary: Path | None = None  # also write the Markdown here
+    summary: Path | None = None
     confirm: bool = False
     results: Path | None = None  # default: the config's results_dir
 
@@ -60,7 +60,7 @@ class Alert:
     old_value: float
     new_value: float
     judgement: rule.Judgement
-    upstream: str  # the PyTorch commit range between the two builds
+    upstream: str  # the PyTorch commit range
     confirmed: str = ""  # with --confirm: one of VERDICTS' values
 
     @property
@@ -151,8 +151,7 @@ def find(suite: Suite, options: Options) -> list[Alert]:
 
 
 def compare_command(suite: Suite, machine: str | None = None) -> Compare:
-    """``mpsbench compare`` on the same suite and machine, then ``explain --keep`` of a confirmed
-    alert for the site."""
+    """``mpsbench compare`` on this suite and machine, then ``explain --keep`` if slower."""
 
     def mpsbench(what: str, arguments: list[str]) -> int:
         print(f"mpsbench alert: {what}: mpsbench {' '.join(arguments)}", flush=True)
@@ -207,7 +206,6 @@ def _confirmed(raised: list[Alert]) -> str:
 
 
 def markdown(alerts: list[Alert], compared: str) -> str:
-    """The alerts in Markdown, for an issue body or a job summary."""
     raised = [alert for alert in alerts if alert.raised]
     sections = []
     for title, slower, what in (
@@ -260,7 +258,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
 
 
 def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
-    """Prints the alerts, confirmed with ``compare`` where asked: the exit status and Markdown."""
+    """Prints the alerts, confirmed with ``compare`` where asked."""
     if options.confirm and len(options.machines) > 1:
         raise UserError(
             "--confirm measures on this machine: give at most one --machine, this machine's name"

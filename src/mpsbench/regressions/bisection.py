@@ -26,9 +26,9 @@ HEADER = ["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "ver
 
 @dataclass(frozen=True)
 class Found:
-    first: str  # the first slow build
-    before: str  # the good one before it
-    upstream: str  # the PyTorch commits to read, or that both share one
+    first: str
+    before: str  # the good build before it
+    upstream: str  # the PyTorch commits to read
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ def _row(
 
 @functools.cache
 def _cheapest(candidates: int) -> tuple[float, int]:
-    """The processes a search among ``candidates`` expects, and the evenly spaced probes a step
-    takes (each place of the first bad build alike likely)."""
+    """The processes a search among ``candidates`` expects, and the probes a step takes (each
+    place of the first bad build alike likely)."""
     return min(
         (
             (_cost(candidates, _spaced(candidates, most)), most)
@@ -105,7 +105,7 @@ def search(
     fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: [],
 ) -> Unresolved | None:
     """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something
-    stays unresolved; GOOD and BAD are in every step."""
+    stays unresolved."""
     between = state.between
     while True:
         if state.confirmed and state.high - state.low == 1:  # --nightlies adds builds between
@@ -152,28 +152,26 @@ def search(
                 _row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"),
             ]
         against = {
-            name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
-            for name in candidates
+            n: (step.verdicts[(good.name, n)], step.verdicts[(n, bad.name)]) for n in candidates
         }
-        found = {name: _classify(*against[name]) for name in candidates}
+        found = {name: _classify(*verdicts) for name, verdicts in against.items()}
         state.rows += [
             _row(
                 name,
                 "step",
                 step.times[name],
-                good_vs,
-                f"{bad_vs.ratio:.3f}",
+                vs_good,
+                f"{vs_bad.ratio:.3f}",
                 found[name] or "undecided",
             )
-            for name, (good_vs, bad_vs) in against.items()
+            for name, (vs_good, vs_bad) in against.items()
         ]
-        for name in candidates:  # oldest first
+        for name, (vs_good, vs_bad) in against.items():  # oldest first
             if found[name] is None:
-                vs_good, vs_bad = against[name]
                 return Unresolved(
                     UNDECIDED,
-                    f"undecided at {name}: against GOOD {vs_good.reason}; against BAD"
-                    f" {vs_bad.reason}",
+                    f"undecided at {name}: against GOOD {vs_good.reason};"
+                    f" against BAD {vs_bad.reason}",
                 )
             if found[name] == "bad":
                 state.high = between.index(name)
@@ -198,7 +196,7 @@ def bisect(
             f"{good.name} is not an ancestor of {bad.name} on any channel: bisect along one line of"
             " builds"
         )
-    between = line[line.index(good.name) + 1 :]  # after GOOD up to and including BAD
+    between = line[line.index(good.name) + 1 :]  # up to and including BAD
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}
     gaps = nightlies.Gaps(adding, args, manifest, generated)
     state = Search(between)
@@ -232,7 +230,6 @@ def bisect(
 
 
 def outcome(found: Found | Unresolved) -> int:
-    """Prints what a bisection found, or why nothing; returns the exit status."""
     if isinstance(found, Unresolved):
         word = "undecided" if found.status == UNDECIDED else "no regression"
         print(f"{word}: {found.reason} (exit {found.status})")
@@ -244,12 +241,12 @@ def outcome(found: Found | Unresolved) -> int:
 
 def _step_decided(
     good: str, bad: str, candidates: list[str], confirmed: bool
-) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
+) -> Callable[[compare.Verdicts], bool]:
 
-    def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
+    def decided(verdicts: compare.Verdicts) -> bool:
         endpoint = verdicts[(good, bad)].decision
         if not confirmed and endpoint != verdict.SLOWER:
-            return endpoint != verdict.UNDECIDED  # unchanged or faster: nothing to bisect
+            return endpoint != verdict.UNDECIDED  # nothing to bisect
         classes = (_classify(verdicts[(good, n)], verdicts[(n, bad)]) for n in candidates)
         return next((found is not None for found in classes if found != "good"), True)
 
@@ -257,7 +254,6 @@ def _step_decided(
 
 
 def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
-    """'bad', 'good' or None (undecided), from a candidate's verdicts against both endpoints."""
     if vs_good.decision == verdict.SLOWER:
         return "bad"
     if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):

@@ -19,6 +19,7 @@ from mpsbench.measure import devices, preselect
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
+Verdicts = dict[Pair, verdict.Verdict]
 MOST_ROUNDS = 1000  # a round is seconds at least, so a thousand is hours
 log = progress.logger(__name__)
 EXIT_STATUSES = """exit status:
@@ -30,8 +31,8 @@ EXIT_STATUSES = """exit status:
 
 @dataclass
 class Measured:
-    times: dict[str, list[float]]  # each build's process times (fastest sample, s), round order
-    verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
+    times: dict[str, list[float]]  # each process's fastest sample (s), round order
+    verdicts: Verdicts = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)
 
     def undecided(self) -> list[verdict.Verdict]:
@@ -42,51 +43,44 @@ def measure(
     session: fresh.Session,
     builds: list[fresh.Named],
     pairs: list[Pair],
-    done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
+    done: Callable[[Verdicts], bool] | None = None,
 ) -> Measured:
     """Rounds until every pair is decided (or ``done``) or the budget is spent; extra looks past
     --max-rounds while an undecided pair could be decided."""
     levels = verdict.schedule(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
-    started, last, first = time.monotonic(), max(levels), builds[0].name
+    started, last = time.monotonic(), max(levels)
     if started >= session.deadline:  # an earlier step spent the budget
         return _out_of_time(session, measured, pairs, levels, session.min_rounds)
     rounds = session.rounds(builds, last)
     with contextlib.closing(rounds):  # stops the servers early
-        for times in rounds:
-            before, count = len(measured.times[first]), len(times[first])
+        for count, times in enumerate(rounds, 1):
             measured.times, measured.samples = times, dict(session.samples)
-            # asv may finish two rounds at once: the later look judges
-            if due := [look for look in levels if before < look <= count]:
+            if looked := count in levels:
                 judge = (
                     verdict.early_judge
-                    if due[-1] < session.min_rounds
+                    if count < session.min_rounds
                     else functools.partial(verdict.judge, quieter=session.quieter)
                 )
                 measured.verdicts = {
-                    (a, b): judge(times[a], times[b], session.factor, levels[due[-1]])
+                    (a, b): judge(times[a], times[b], session.factor, levels[count])
                     for a, b in pairs
                 }
-            finished = bool(due) and (done(measured.verdicts) if done else not measured.undecided())
+            finished = looked and (done(measured.verdicts) if done else not measured.undecided())
             now = time.monotonic()
             following = next((look for look in levels if look > count), None)
             pace = (now - started) / count
             beyond, late = None, False
             if not finished and following is not None:
-                if due and following > session.max_rounds:
+                if looked and following > session.max_rounds:
                     beyond = _beyond_reach(session, measured, levels, count, pace, now)
                 late = beyond is None and now + (following - count) * pace > session.deadline
-            for number in range(before + 1, count + 1):
-                shown = ", ".join(
-                    f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds
-                )
-                if number == count:
-                    left = _left(measured, following, count, session, now - started, finished, last)
-                    shown += f"; {left}"
-                of = f"/{session.max_rounds}"
-                if number > session.max_rounds:
-                    of = f" (extra, budget left; up to {last})"
-                log.info(f"round {number}{of}: {shown}")
+            shown = ", ".join(f"{b.name} {times[b.name][-1] * 1e3:.2f} ms" for b in builds)
+            left = _left(measured, following, count, session, now - started, finished, last)
+            of = f"/{session.max_rounds}"
+            if count > session.max_rounds:
+                of = f" (extra, budget left; up to {last})"
+            log.info(f"round {count}{of}: {shown}; {left}")
             if finished:
                 break
             if beyond is not None:
@@ -102,7 +96,7 @@ def measure(
 
 
 def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> float:
-    """About how many rounds in all would decide a pair if its ratio and spread stay: a guide."""
+    """About how many rounds in all would decide a pair if its ratio and spread stay."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
     if not all(math.isfinite(v) and v > 0 for v in (found.ratio, found.low, found.high)):
@@ -163,8 +157,7 @@ def _out_of_time(
     levels: dict[int, float],
     following: int,
 ) -> Measured:
-    """Pairs the last look left undecided stay so (an unplanned look has no alpha), with what
-    would decide them."""
+    """Pairs the last look left undecided stay so (an unplanned look has no alpha)."""
     why = (
         f"the time budget ({session.minutes:g} min, --time-budget) ends before round"
         f" {following}'s look: allow more time (--time-budget MINUTES) or {session.quieter}"
@@ -178,7 +171,7 @@ def _out_of_time(
             why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
         else:
             why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
-            if count >= 2:  # the evidence so far
+            if count >= 2:
                 found = verdict.judge(
                     measured.times[a], measured.times[b], session.factor, alpha, session.quieter
                 )
@@ -237,7 +230,7 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
 
 
 def check(args: fresh.Options) -> None:
-    """Refuses impossible options of compare and bisect before anything runs."""
+    """Refuses impossible options before anything runs."""
     if args.min_rounds > args.max_rounds:
         raise UserError(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
@@ -246,7 +239,7 @@ def check(args: fresh.Options) -> None:
     benchmarks = preselect.discover(args.conf.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
     fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
-    # else every process would skip (no torch probe here: it would hold a GPU context)
+    # else every process would skip (no torch probe: it would hold a GPU context)
     device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
@@ -264,7 +257,6 @@ def measured_as(args: fresh.Options) -> str:
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
-    """Measures both builds afresh and prints the report; returns the exit status."""
     check(args)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline, "A and B")
     with fresh.Session(args, [a, b]) as measuring:

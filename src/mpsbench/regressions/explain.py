@@ -10,7 +10,6 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,33 +32,12 @@ EXIT_STATUSES = """exit status:
 
 
 @dataclass(frozen=True)
-class Options:
-    bench: str
-    manifest: Path
-    timeline: Path
-    machine: str | None = None
-    log: Path | None = None
-    threads: int | None = None
-    suite_root: Path | None = None
+class Options(fresh.Options):
     rounds: int = ROUNDS
     calls: int = CALLS
     top: int = TOP
     save: Path | None = None
     keep: bool = False
-
-    @cached_property
-    def measuring(self) -> fresh.Options:
-        return fresh.Options(
-            self.bench,
-            self.rounds,
-            self.rounds,
-            self.manifest,
-            self.timeline,
-            self.machine,
-            self.log,
-            self.threads,
-            self.suite_root,
-        )
 
 
 @dataclass(frozen=True)
@@ -214,10 +192,9 @@ def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
             ]
         )
         before, after = (Counter(op.shapes if op else {}) for op in ops)
-        moved = after.copy()
-        moved.subtract(before)
+        moved = {s: after[s] - before[s] for s in before | after if s}
         changed = sorted(
-            (s for s in moved if s and abs(moved[s]) > 1e-9), key=lambda s: (-abs(moved[s]), s)
+            (s for s in moved if abs(moved[s]) > 1e-9), key=lambda s: (-abs(moved[s]), s)
         )
         shapes += [
             f"  {_short(row.name)} shapes: {s} {_calls(before[s])} -> {_calls(after[s])} a step"
@@ -285,9 +262,9 @@ def _profile(
             output, rc = fresh.run_logged(
                 command, made[build.name].env, options.log, PROCESS_TIMEOUT
             )
-            found: dict[str, Any] = {"error": f"exit status {rc}"}
-            if out.is_file():
-                found = json.loads(out.read_text())
+            found: dict[str, Any] = (
+                json.loads(out.read_text()) if out.is_file() else {"error": f"exit status {rc}"}
+            )
             if "error" in found:
                 tail = " | ".join(output.strip().splitlines()[-2:])
                 raise UserError(
@@ -306,9 +283,9 @@ def _profile(
 
 def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     started = time.monotonic()
-    compare.check(options.measuring)
+    compare.check(options)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline, "A and B")
-    with fresh.Session(options.measuring, [a, b]) as session:
+    with fresh.Session(options, [a, b]) as session:
         combination = session.check_bench(a.commit)
         log.info(
             f"profiling {combination} in {a.name} and {b.name}: {options.rounds} processes each,"
@@ -350,7 +327,7 @@ def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's first bad build explained and kept; a failure leaves bisect's answer."""
+    """bisect's first bad build explained and kept; a failure leaves bisect's answer alone."""
     print(f"\nexplaining {first} against {before} (--no-explain leaves it out)", flush=True)
     try:
         found = explain(before, first, options)
@@ -366,7 +343,7 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
 
 
 def keep(found: Explained, options: Options) -> Path:
-    folder = stored(options.measuring.conf.results)
+    folder = stored(options.conf.results)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / stored_name(found.combination, *found.commits)
     save(found, path, options.top)

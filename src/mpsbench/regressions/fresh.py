@@ -88,10 +88,10 @@ def run_logged(
 @dataclass(frozen=True)
 class Options:
     bench: str
-    min_rounds: int
-    max_rounds: int
     manifest: Path
     timeline: Path
+    min_rounds: int = verdict.MIN_ROUNDS
+    max_rounds: int = verdict.MAX_ROUNDS
     machine: str | None = None
     log: Path | None = None
     threads: int | None = None
@@ -120,8 +120,8 @@ class Session:
         self.key, self.index, self.combination, self.cpu_row = "", -1, "", False
         self.mode = servers.SPAWN
         self.repeat: int | tuple[int, int, float] = SAMPLES
-        self._servers: dict[str, servers.Server] = {}  # by build, whole command
-        self.samples: dict[str, int] = {}  # by build, this pass's
+        self._servers: dict[str, servers.Server] = {}  # by build
+        self.samples: dict[str, int] = {}  # this pass's
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")
         channels = sorted({build.name.partition("@")[0] for build in builds})
@@ -187,7 +187,6 @@ class Session:
         return kept
 
     def check_bench(self, commit: str) -> str:
-        """The one combination ``bench`` names, or UserError."""
         from mpsbench.core.asv_internals import Benchmarks, Config
 
         listing = json.loads(self._discover(commit).read_text())

@@ -16,7 +16,7 @@ PREFIX = "bisect-"
 
 
 def day(build: mf.Build) -> date:
-    """The day of a build's upstream code: a nightly's version stamp, else its date."""
+    """A nightly's version stamp, else the build's date."""
     found = resolve.NIGHTLY_STAMP.search(build.torch_version)
     return date(*map(int, found.groups())) if found else build.when().date()
 
@@ -45,7 +45,7 @@ class Options:
 
 @dataclass
 class Gaps:
-    """Fills a bisection's last gaps with nightlies while the budget lasts."""
+    """Fills a bisection's last gap with nightlies while the budget lasts."""
 
     args: Options
     files: fresh.Options

@@ -65,7 +65,7 @@ def _device_us(event: Any) -> float:
 
 
 def rows(events: Any) -> list[dict[str, Any]]:
-    """Per op (or kernel) and input shapes: calls, self microseconds summed and one call's median
+    """Per op (or kernel) and input shapes: calls, self microseconds summed and their median
     (robust to descheduling)."""
     grouped: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for event in events:
@@ -103,7 +103,7 @@ def _seconds(call: Callable[[], None]) -> float:
 def profile(
     torch: Any, call: Callable[[], None], calls: int, found: Plan
 ) -> tuple[list[dict[str, Any]], list[float]]:
-    """``calls`` profiled calls after a warm-up: rows and each call's seconds."""
+    """Rows of ``calls`` profiled calls after a warm-up, and each call's seconds."""
     if not found.activities:
         with torch.autograd.profiler.profile(record_shapes=True) as legacy:
             seconds = [_seconds(call) for _ in range(calls)]
@@ -130,7 +130,7 @@ def profile(
 
 
 def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -> dict[str, Any]:
-    """The combination's warm-up, timed and profiled calls: OUT_JSON."""
+    """OUT_JSON: the combination's timed and profiled calls."""
     torch = serve_build.torch_from(torch_dir)
     from mpsbench.core.asv_internals import get_benchmark_from_name
 

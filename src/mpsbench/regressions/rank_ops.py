@@ -134,7 +134,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
-    """The one results file of ``commit`` (a hash prefix) on ``machine``."""
+    """The results file of ``commit`` (a hash prefix) on ``machine``."""
     where = repr(str(results_dir))
     if not results_dir.is_dir():
         raise UserError(f"no results directory {where}")

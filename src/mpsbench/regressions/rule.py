@@ -1,5 +1,4 @@
-"""The regression rule for recorded rows: the decisions, the threshold and the test
-(docs/explanation/site.md, instruments.md)."""
+"""The regression rule for recorded rows (docs/explanation/site.md, instruments.md)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ class Decision(str, enum.Enum):
 
     @property
     def exit_status(self) -> int:
-        """1 slower or wrong, 3 undecided, else 0 (2 is a user's mistake)."""
+        """1 slower or wrong, 3 undecided, else 0 (2 is bad input)."""
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
@@ -44,7 +43,6 @@ def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = 
 
 
 def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
-    """:func:`threshold` as a factor (0.05 -> 1.05)."""
     return 1.0 + threshold(thresholds, entry, branch)
 
 
@@ -92,8 +90,8 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _significant(old: Measured, new: Measured) -> bool | None:
-    """asv's test (None without several samples' statistics): the U test where the samples can
-    reach its level, else whether the 99% intervals are apart."""
+    """asv's test (None without statistics): the U test where the samples can reach its level,
+    else whether the 99% intervals are apart."""
     a, b = old.stats or {}, new.stats or {}
     for stats in (a, b):
         finite = (isinstance(v := stats.get(k), (int, float)) and math.isfinite(v) for k in CI)
@@ -108,7 +106,7 @@ def _significant(old: Measured, new: Measured) -> bool | None:
 @dataclass(frozen=True)
 class Judgement:
     decision: Decision
-    label: str  # the decision's word or a finer one: below floor, noisy, ...
+    label: str  # the decision or a finer word: below floor, noisy, ...
     ratio: float  # new/old in the worse direction: above 1 is worse
     threshold: float  # the fraction this row needed
     reason: str
@@ -127,7 +125,6 @@ def _ratio(before: float, after: float) -> float:
 
 
 def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Judgement | None:
-    """An error row by its dtype's tolerance, a difference row by bit-identity; else None."""
     change = f"{old.value:.3g} -> {new.value:.3g}"
     if unit_name == tolerances.ERROR_UNIT:
         limit = tolerances.tolerance(entry)

@@ -23,7 +23,7 @@ PTH_NAME = "mpsbench_build.pth"  # install_build's switch, which a server must n
 DEFAULT_TIMEOUT = 60.0  # asv's default_benchmark_timeout
 TIMED_OUT = -256  # asv's status for a timed-out benchmark
 NO_REPLY = -257
-SPAWN, FORK = MODES = ("spawn", "fork")
+SPAWN, FORK = "spawn", "fork"
 _ENDING: list[int] = []  # replied children, reaped before the next fork
 
 
@@ -139,9 +139,7 @@ def _round(
     )
     said = {"round": number, "rc": rc, "result": result, "seconds": seconds, "sampling": sampling}
     said["pid"] = os.getpid()
-    if asked is not None:
-        said["forked"] = started - asked
-    return said
+    return said if asked is None else said | {"forked": started - asked}
 
 
 def _preload() -> dict[str, float]:
@@ -194,9 +192,6 @@ def main(argv: list[str]) -> int:
     reply = os.fdopen(int(reply_fd), "w")
     _die_with(int(parent))
     _site_without_switch()
-    if mode not in MODES:
-        _say(reply, {"error": f"unknown mode {mode!r}: {' or '.join(MODES)}"})
-        return 2
     try:
         torch = torch_from(torch_dir)
     except RuntimeError as exc:
@@ -214,8 +209,10 @@ def main(argv: list[str]) -> int:
             return 3
         gc.freeze()  # children's collections neither walk nor copy the imports
     ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
-    where = os.path.abspath(torch.__file__)
-    _say(reply, ready | {"torch_file": where, "mode": mode, "timeout": timeout})
+    _say(
+        reply,
+        ready | {"torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
+    )
     for line in sys.stdin:
         if mode == SPAWN:
             _say(reply, _round(dir_, bench_id, json.loads(line), timeout, reply))

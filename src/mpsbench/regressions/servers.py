@@ -1,4 +1,4 @@
-"""compare's and bisect's build servers, one a build, stopped on every way out."""
+"""compare's and bisect's build servers, one a build."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""compare's rule: a one-sided permutation test of B's fast mode against the factor times A's, its
-alpha split over the looks (docs/explanation/the-rule.md)."""
+"""compare's rule: a one-sided permutation test of B's fast mode against factor x A's, alpha split
+over the looks (docs/explanation/the-rule.md)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from mpsbench.regressions.rule import Decision
 
-ALPHA = 0.05  # family-wise false-alarm rate over all looks of one comparison
+ALPHA = 0.05  # false-alarm rate over all looks of one comparison
 CONFIDENCE = 0.95  # of the ratio's bootstrap interval
 BOOTSTRAP = PERMUTATIONS = 2000  # permutations are drawn where there are more relabelings
-CLUSTER = 1.5  # a fast mode: the process times within this factor of the fastest
+CLUSTER = 1.5
 MAX_ROUNDS = 20
 MIN_ROUNDS = 5  # 5 a side apart give p = 1/252, under the first look's level; 4 give 1/70
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
@@ -32,7 +32,7 @@ SLOWER, UNCHANGED, FASTER, UNDECIDED = (
     Decision.FASTER,
     Decision.UNDECIDED,
 )
-QUIETER = "a quieter machine"  # what else would decide; compare adds --threads where it applies
+QUIETER = "a quieter machine"  # compare adds --threads where it applies
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ class Verdict:
     high: float
     p_value: float  # one-sided p that B is slower than the factor times A
     alpha: float  # the level p was judged against
-    noise: float  # A/A: the larger of both builds' aa_noise
-    reason: str  # why, in words; for UNDECIDED also what to do
+    noise: float  # the larger aa_noise
+    reason: str  # for UNDECIDED also what to do
 
     @property
     def exit_code(self) -> int:
@@ -70,7 +70,7 @@ def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) ->
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
     """Each planned look's level: the first what disjoint sides need (at most half), the others
-    share the rest (a weighted Bonferroni split)."""
+    share the rest (weighted Bonferroni)."""
     first, *rest = looks(min_rounds, max_rounds)
     total = planned_alpha(min_rounds, max_rounds)
     if not rest:
@@ -179,10 +179,8 @@ def early_judge(
     factor: float,
     alpha: float = EARLY_ALPHA,
 ) -> Verdict:
-    """A look before the permutation test can decide: one-sided t tests on log times, deciding
-    only where each side's processes agree within the factor."""
-    if min(len(a), len(b)) < EARLIEST:
-        raise ValueError("an early look needs at least two processes a side")
+    """A look before the permutation test can decide: t tests on log times, deciding only where
+    each side's processes agree within the factor."""
     log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
     difference, df = statistics.fmean(log_b) - statistics.fmean(log_a), len(a) + len(b) - 2
     squares = (len(a) - 1) * statistics.variance(log_a) + (len(b) - 1) * statistics.variance(log_b)
@@ -219,10 +217,8 @@ def judge(
     alpha: float = per_look_alpha(),
     quieter: str = QUIETER,
 ) -> Verdict:
-    """Whether B is slower than A, from each side's process times in round order."""
+    """Whether B is slower than A, from process times in round order."""
     fewest = min(len(a), len(b))
-    if fewest < 2:
-        raise ValueError("judge needs at least two processes a side")
     p_value = permutation_p(a, b, factor)
     noise = max(aa_noise(a), aa_noise(b)) if fewest >= FEWEST else math.nan
     ratio, low, high, shown = _interval(a, b, factor)
