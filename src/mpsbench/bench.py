@@ -50,7 +50,7 @@ def plan(suite: Suite) -> list[asv.RunArgs]:
     runs = []
     for python in defaults.pythons(planned):
         commits = [suite.timeline.commits[item.ref] for item in planned if python in item.pythons]
-        hashes = asv.hashfile(suite.hashfile(python), commits)
+        hashes = asv.write_hashfile(suite.hashfile(python), commits)
         runs.append(asv.run_args(["-E", f"virtualenv:{python}", hashes]))
     return runs
 

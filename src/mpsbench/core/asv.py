@@ -133,7 +133,6 @@ def run_command(
     hashfile: Path,
     saving: str | None = None,
 ) -> list[str]:
-    hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     return [
         sys.executable,
         "-m",
@@ -144,7 +143,7 @@ def run_command(
         "--machine",
         machine,
         *options,
-        f"HASHFILE:{hashfile}",
+        write_hashfile(hashfile, commits),
     ]
 
 
@@ -287,7 +286,7 @@ def supervise(
             signal.signal(signum, handler)
 
 
-def hashfile(path: Path, commits: Iterable[str]) -> str:
+def write_hashfile(path: Path, commits: Iterable[str]) -> str:
     """asv run's range of exactly ``commits``, written one a line to ``path``."""
     path.write_text("".join(f"{commit}\n" for commit in commits))
     return f"HASHFILE:{path}"

@@ -181,7 +181,7 @@ def bench(
         count = f"{len(todo)} build{'' if len(todo) == 1 else 's'}"
         log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo[::-1])}")
         quick = ["--quick", "--dry-run"] if dry_run else []
-        hashes = asv.hashfile(fleet.work / f"builds-{name}.txt", todo)
+        hashes = asv.write_hashfile(fleet.work / f"builds-{name}.txt", todo)
         run = asv.run_args([*quick, *(f"--bench={regex}" for regex in bench), hashes])
         status = record.status(record.record(suite.conf, name, run))
     else:

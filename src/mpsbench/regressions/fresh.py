@@ -165,10 +165,10 @@ class Session:
             asv.environment_python(self.config)
             if kept.is_file():
                 return kept
-        hashes = self.scratch / "hashes"
-        hashes.write_text(commit + "\n")
-        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine"]
-        command += [self.machine, "--bench", "just-discover", "--show-stderr", f"HASHFILE:{hashes}"]
+        options = ["--bench", "just-discover", "--show-stderr"]
+        command = asv.run_command(
+            self.config, self.machine, options, [commit], self.scratch / "hashes"
+        )
         # asv installs the build: one command at a time
         said = f"waiting for another compare or bisect in {self.root}"
         with files.lock(self.config.parent / "env", wait=lambda: log.info(said)):
