@@ -669,3 +669,21 @@ def test_a_damaged_build_folder_is_reinstalled_and_a_changed_store_copy_refused(
     assert not (
         folder / "torch" / "__init__.py"
     ).exists()  # nothing from the changed copy was installed
+
+
+def test_a_staging_folder_is_kept_while_its_build_lock_is_held_and_an_old_partial_copy_goes(cache):
+    """Judged by the lock, not the PID: a cache shared by hosts or containers sees others' PIDs dead.
+    A partial copy an older version left beside the store (.FILE.PID.partial) of a dead process goes."""
+    import fcntl
+
+    builds, store = cache / "cache" / "builds", cache / "cache" / "wheels"
+    held, free = (builds / f"{key}.staging-999999999-abc" for key in ("a" * 20, "b" * 20))
+    for staging in (held, free):
+        staging.mkdir(parents=True)
+    partial = store / ("0" * 64) / ".torch-1-py3-none-any.whl.999999999.partial"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"x")
+    with open(builds / f"{'a' * 20}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another installer of that build, still at work
+        assert install_build.clean_leftovers(cache / "cache") == [free, partial]
+    assert held.exists() and not free.exists() and not partial.exists()

@@ -7,6 +7,7 @@ library and pip only).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import importlib.metadata
@@ -405,11 +406,27 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove FOLDER.staging-PID-* and fetch-PID-* of processes gone."""
-    left = [*(root / "builds").glob("*.staging-*"), *(root / "wheels").glob("fetch-*-*")]
-    removed = [path for path in sorted(left) if not _alive(path.name.split("-")[-2])]
-    for path in removed:
-        shutil.rmtree(path, ignore_errors=True)
+    """Remove the staging folders whose build lock is free and the fetches of processes gone."""
+    import fcntl
+
+    removed = []
+    for staging in sorted((root / "builds").glob("*.staging-*")):
+        # by the lock, not the PID: a cache shared by hosts or containers sees others' PIDs dead
+        lock_path = root / "builds" / f"{staging.name.split('.staging-')[0]}.lock"
+        with open(lock_path, "a") as lock, contextlib.suppress(BlockingIOError):
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(staging, ignore_errors=True)
+            removed.append(staging)
+    fetches = [(path, path.name.split("-")[1]) for path in (root / "wheels").glob("fetch-*-*")]
+    # .FILE.PID.partial: the copies older versions made beside the store
+    partials = [
+        (path, path.name.rsplit(".", 2)[-2]) for path in (root / "wheels").glob("*/.*.partial")
+    ]
+    for leftover, pid in sorted([*fetches, *partials]):
+        if not _alive(pid):
+            shutil.rmtree(leftover, ignore_errors=True)
+            leftover.unlink(missing_ok=True)
+            removed.append(leftover)
     return removed
 
 

@@ -34,7 +34,9 @@ class Batch:
         return self._map(lambda tensor: tensor[:samples])
 
     def cast(self, dtype: torch.dtype) -> Batch:
-        return self._map(lambda tensor: tensor.to(dtype) if tensor.is_floating_point() else tensor)
+        """The floating inputs in ``dtype`` (ids stay integers); the target as it is."""
+        cast = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self.inputs.items()}
+        return Batch(cast, self.target)
 
 
 @dataclass(frozen=True)
