@@ -18,7 +18,6 @@ from mpsbench.site import throughput as tp
 
 ANCHOR = '<div id="summarygrid-display"'  # asv's grid
 MARK = "mpsbench-landing"
-MEASURED_KEY = "mpsbench_measured"
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}
 NONE = '<td class="dim">-</td>'
 
@@ -203,6 +202,6 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
     )
     index_json = html_dir / "index.json"
     data = json.loads(index_json.read_text("utf-8"))
-    data[MEASURED_KEY] = measured_params(results.recorded, results.param_names)
+    data[patches.MEASURED_KEY] = measured_params(results.recorded, results.param_names)
     index_json.write_text(json.dumps(data), "utf-8")
     return summaries

@@ -90,12 +90,9 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     log.info(f"making the site self-contained (npm registry, cache {site_assets.CACHE})")
     site_assets.make_offline(html)
     patches.add_nav_link(html, "Figures", figures)
-    patches.show_every_channel(html)
     summaries = landing.write(html, conf.results, suite.reader, figures)
     log.info(f"index.html opens on the step times of {len(summaries)} machines")
-    patches.select_measured_values(html, landing.MEASURED_KEY)
-    patches.grid_of_measured(html, landing.MEASURED_KEY)
-    patches.label_lone_points(html)
+    patches.patch_graphs(html)
     if dropped := patches.keep_measured_tags(html, measured):
         more = ", ..." if len(dropped) > 5 else ""
         log.info(
