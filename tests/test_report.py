@@ -264,9 +264,7 @@ def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(
 
 def test_a_lone_bar_or_group_keeps_the_width_it_has_among_several(tmp_path):
     def point(device: str, samples_per_second: float) -> throughput.Point:
-        return throughput.Point(
-            "m", "c", Step("training", "mlp", device, 1024), samples_per_second, True
-        )
+        return throughput.Point("m", "c", Step("training", "mlp", device, 1024), samples_per_second)
 
     speedup = figures.speedup(
         "mlp",

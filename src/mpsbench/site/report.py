@@ -53,7 +53,7 @@ def _per_model(
     model: Callable[[T], str],
     draw: Callable[[str, list[T], Path], Any],
 ) -> list[Block]:
-    drawn = tp.in_order({model(item) for item in items}, models.NAMES)
+    drawn = sorted({model(item) for item in items}, key=lambda name: tp.ranked(name, models.NAMES))
     for each in drawn:
         draw(each, [item for item in items if model(item) == each], save(f"{name}_{each}.png"))
     return [Image(f"{name}_{each}.png", f"{each} {what}") for each in drawn]
@@ -247,26 +247,18 @@ def _tokens(results: tp.Results, save: Save) -> list[Block]:
     sizes = models.LLAMA_GENERATION
     batch, prompt = sizes["batch"], sizes["prompt_tokens"]
     rows = results.newest({PREFILL, DECODE})
-    prefill = {(m, p["device"], p["model"]): ms(v) for m, p, v in rows[PREFILL]}
-    decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
-    if not decode:
+    if not (decode := sorted(rows[DECODE].items())):
         return ["No machine has decode results (benchmark_modern.LlmDecode)."]
     figures.tokens(
-        [(m, d) for m, d, _, _ in decode],
-        [batch / seconds for *_, seconds in decode],
+        [(machine, device) for (machine, device, _), _ in decode],
+        [batch / seconds for _, seconds in decode],
         f"{models.LLAMA_NAME}: greedy decode after a {prompt}-token prompt, batch {batch}",
         save("tokens.png"),
     )
+    prefill = rows[PREFILL]
     table = [
-        [
-            m,
-            d,
-            model,
-            f"{batch / seconds:.1f}",
-            ms(seconds),
-            prefill.get((m, d, model), "-"),
-        ]
-        for m, d, model, seconds in decode
+        [*key, f"{batch / seconds:.1f}", ms(seconds), ms(prefill[key]) if key in prefill else "-"]
+        for key, seconds in decode
     ]
     return [
         Image("tokens.png", "decode tokens per second"),
