@@ -30,18 +30,14 @@ def staging(html: Path) -> Path:
     return html.parent / f".{html.name}.publishing"
 
 
-def kept(suite: Suite) -> list[files.Kept]:
+def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     conf = suite.conf
-    return [
+    keep = [
         files.Kept("the results folder", conf.results, nothing_inside=True),
         *([files.Kept("the timeline", conf.repo, nothing_inside=True)] if conf.repo else []),
         files.Kept("the folder of the config", conf.root),
         files.Kept("the repository", asvconf.ROOT),
     ]
-
-
-def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
-    conf, keep = suite.conf, kept(suite)
     files.check_owned(conf.html, keep, f"html_dir {conf.html} of {conf.path}")
     if given := [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]:
         raise UserError(
