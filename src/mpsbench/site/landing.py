@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from mpsbench.builds.timeline import Reader
+from mpsbench.core.asv_internals import human_value
 from mpsbench.measure import devices, models
 from mpsbench.regressions import rule
 from mpsbench.results import recorded
@@ -27,11 +28,14 @@ class Value:
     step: tp.Step
     seconds: float
     spread: float | None  # half the interquartile range over the median
-    seed: bool  # else the largest batch
 
     @property
     def samples_per_second(self) -> float:
         return self.step.batch / self.seconds
+
+    @property
+    def seed(self) -> bool:
+        return self.step.batch == tp.seed_batch(self.step.model)
 
 
 @dataclass(frozen=True)
@@ -74,12 +78,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
             for model in names:
                 steps = [tp.chosen(timed, kind, model, device) for device in devices.NAMES]
                 values = {
-                    step.device: Value(
-                        step,
-                        timed[step].value,
-                        rule.noise(timed[step]),
-                        step.batch == tp.seed_batch(model),
-                    )
+                    step.device: Value(step, timed[step].value, rule.noise(timed[step]))
                     for step in steps
                     if step
                 }
@@ -102,13 +101,6 @@ def graph_link(machine: str, step: tp.Step) -> str:
     return f"#{tp.CLASSES[step.kind]}.{tp.TIME}?{urlencode(params, quote_via=quote, safe='')}"
 
 
-def _duration(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
 def _cell(machine: str, value: Value | None) -> str:
     if value is None:
         return NONE
@@ -121,7 +113,7 @@ def _cell(machine: str, value: Value | None) -> str:
     )
     return (
         f'<td><a href="{html.escape(graph_link(machine, step))}" title="{html.escape(title)}">'
-        f"{_duration(value.seconds)}</a>{spread} {batch}</td>"
+        f"{human_value(value.seconds, 'seconds')}</a>{spread} {batch}</td>"
     )
 
 
