@@ -76,11 +76,10 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
-                steps = [tp.chosen(timed, kind, model, device) for device in devices.NAMES]
                 values = {
-                    step.device: Value(step, timed[step].value, rule.noise(timed[step]))
-                    for step in steps
-                    if step
+                    device: Value(step, timed[step].value, rule.noise(timed[step]))
+                    for device in devices.NAMES
+                    if (step := tp.chosen(timed, kind, model, device))
                 }
                 if values:
                     lines.append(Line(kind, model, values))
@@ -118,18 +117,19 @@ def _cell(machine: str, value: Value | None) -> str:
 
 
 def _machine_html(summary: Machine) -> str:
-    speedups = [f"{gpu}/cpu" for gpu in summary.gpus if tp.CPU in summary.devices]
-    head = "".join(f"<th>{label}</th>" for label in ["model", "step", *summary.devices, *speedups])
-    rows = []
-    for line in summary.lines:
-        cells = "".join(
-            _cell(summary.machine, line.values.get(device)) for device in summary.devices
+    gpus = summary.gpus if tp.CPU in summary.devices else []
+    labels = ["model", "step", *summary.devices, *(f"{gpu}/cpu" for gpu in gpus)]
+    rows = "".join(
+        f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>"
+        + "".join(_cell(summary.machine, line.values.get(device)) for device in summary.devices)
+        + "".join(
+            NONE if r is None else f"<td><b>{r:.2f}x</b></td>" for r in map(line.speedup, gpus)
         )
-        ratios = [line.speedup(gpu) for gpu in summary.gpus] if speedups else []
-        cells += "".join(NONE if r is None else f"<td><b>{r:.2f}x</b></td>" for r in ratios)
-        rows.append(f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>{cells}</tr>")
+        + "</tr>"
+        for line in summary.lines
+    )
     notes = []
-    if not speedups:
+    if not gpus:
         notes.append(
             f"Only {', '.join(summary.devices)} measured here: a speedup needs a GPU beside cpu."
         )
@@ -139,8 +139,9 @@ def _machine_html(summary: Machine) -> str:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")
     return (
         f"<h3>{html.escape(summary.machine)} <small>newest build: {html.escape(summary.build)}</small></h3>"
-        f'<table class="table table-condensed table-striped"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        '<table class="table table-condensed table-striped"><thead><tr>'
+        + "".join(f"<th>{label}</th>" for label in labels)
+        + f"</tr></thead><tbody>{rows}</tbody></table>"
         + "".join(f'<p class="dim">{html.escape(note)}</p>' for note in notes)
     )
 
