@@ -132,8 +132,8 @@ def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback
         }
     )
     resnet = found[("m1max", "training", "resnet50", "mps")]
-    assert (resnet.gpu.workload.batch, resnet.gpu.seed) == (128, True)
-    assert (resnet.cpu.workload.batch, resnet.cpu.seed) == (
+    assert (resnet.gpu.workload.batch, resnet.gpu.workload.seed) == (128, True)
+    assert (resnet.cpu.workload.batch, resnet.cpu.workload.seed) == (
         8,
         False,
     )  # cpu's largest, not the seed's 128

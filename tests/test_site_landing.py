@@ -94,7 +94,7 @@ def test_each_machine_shows_its_newest_build_each_seed_step_per_device_and_the_g
     assert sorted(lines) == [("mlp", "inference"), ("mlp", "training"), ("resnet50", "training")]
     mlp = lines[("mlp", "training")]
     assert {
-        device: (value.step.batch, value.seconds, value.seed)
+        device: (value.step.batch, value.seconds, value.step.seed)
         for device, value in mlp.values.items()
     } == {"cpu": (1024, 0.2, True), "mps": (1024, 0.05, True)}
     assert mlp.speedup("mps") == pytest.approx(4.0)
@@ -103,7 +103,7 @@ def test_each_machine_shows_its_newest_build_each_seed_step_per_device_and_the_g
     )  # asv's half IQR over the median
     assert mlp.values["mps"].spread is None  # no samples: asv kept no statistics
     resnet = lines[("resnet50", "training")]
-    assert (resnet.values["cpu"].step.batch, resnet.values["cpu"].seed) == (1, False)
+    assert (resnet.values["cpu"].step.batch, resnet.values["cpu"].step.seed) == (1, False)
     assert resnet.speedup("mps") == pytest.approx((128 / 0.5) / (1 / 0.1))
     inference = lines[("mlp", "inference")]
     assert set(inference.values) == {"mps"} and inference.speedup("mps") is None

@@ -8,7 +8,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpsbench.site.throughput import CPU, KINDS, Pair, Point, ReleasePoint, Speedup, seed_batch
+from mpsbench.site.throughput import (
+    CPU,
+    KINDS,
+    Pair,
+    Point,
+    ReleasePoint,
+    Speedup,
+    Step,
+    seed_batch,
+)
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
@@ -59,15 +68,15 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g}"
 
 
-def batch_note(point: Point) -> str:
-    return f"bs {point.workload.batch}" + ("" if point.seed else "*")
+def batch_note(step: Step) -> str:
+    return f"bs {step.batch}" + ("" if step.seed else "*")
 
 
 def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     seed = seed_batch(model)
     if seed is None:
         return "no seed batch size registered: the largest batch measured"
-    if all(point.seed for point in points):
+    if all(point.workload.seed for point in points):
         return f"batch size {seed} (the seed's)"
     return f"* not at the seed's batch size {seed}: the largest batch measured"
 
@@ -91,7 +100,8 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
                     positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind
                 )
                 labels = [
-                    f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine
+                    f"{s.ratio:.2f}x\n{batch_note(s.gpu.workload)} / cpu {batch_note(s.cpu.workload)}"
+                    for s in mine
                 ]
                 ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
         ax.axhline(1.0, color="black", linewidth=0.8)
@@ -124,7 +134,7 @@ def machines(model: str, points: list[Point], out: Path) -> Any:
                 ax,
                 [(p.machine, p.workload.device) for p in mine],
                 [p.samples_per_second for p in mine],
-                [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine],
+                [f"{number(p.samples_per_second)}\n{batch_note(p.workload)}" for p in mine],
             )
             ax.set_ylabel("samples/s (higher is better)")
             ax.margins(y=0.2)

@@ -16,6 +16,7 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 from mpsbench.site import patches
 from mpsbench.site import throughput as tp
+from mpsbench.site.figures import batch_note
 
 ANCHOR = '<div id="summarygrid-display"'  # asv's grid
 MARK = "mpsbench-landing"
@@ -32,10 +33,6 @@ class Value:
     @property
     def samples_per_second(self) -> float:
         return self.step.batch / self.seconds
-
-    @property
-    def seed(self) -> bool:
-        return self.step.batch == tp.seed_batch(self.step.model)
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,7 @@ def _cell(machine: str, value: Value | None) -> str:
         return NONE
     step = value.step
     spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
-    batch = f'<small class="dim">bs {step.batch}{"" if value.seed else "*"}</small>'
+    batch = f'<small class="dim">{batch_note(step)}</small>'
     title = (
         f"{step.kind} step of {step.model} on {step.device}, batch {step.batch}:"
         f" {value.samples_per_second:,.0f} samples/s; open its graph"
@@ -133,7 +130,7 @@ def _machine_html(summary: Machine) -> str:
         notes.append(
             f"Only {', '.join(summary.devices)} measured here: a speedup needs a GPU beside cpu."
         )
-    if any(not value.seed for line in summary.lines for value in line.values.values()):
+    if any(not value.step.seed for line in summary.lines for value in line.values.values()):
         notes.append(tp.FALLBACK_NOTE)
     if summary.missing:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")

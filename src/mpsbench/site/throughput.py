@@ -41,6 +41,10 @@ class Step:
     device: str
     batch: int
 
+    @property
+    def seed(self) -> bool:
+        return self.batch == seed_batch(self.model)
+
 
 Build = tuple[str, str]
 Timed = tuple[recorded.Row, recorded.Measured]
@@ -112,10 +116,6 @@ class Point:
     commit: str
     workload: Step
     samples_per_second: float
-
-    @property
-    def seed(self) -> bool:
-        return self.workload.batch == seed_batch(self.workload.model)
 
 
 def _order(point: Point) -> tuple[Any, ...]:
@@ -298,6 +298,6 @@ def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]
         lambda results, machine, commit: (
             (f"{machine} {step.device}", step.kind, step.model, step.batch / joules)
             for step, joules in results.joules.get((machine, commit), {}).items()
-            if step.batch == seed_batch(step.model)
+            if step.seed
         ),
     )
