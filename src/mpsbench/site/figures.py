@@ -76,7 +76,7 @@ def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     seed = seed_batch(model)
     if seed is None:
         return "no seed batch size registered: the largest batch measured"
-    if all(point.workload.seed for point in points):
+    if all(point.step.seed for point in points):
         return f"batch size {seed} (the seed's)"
     return f"* not at the seed's batch size {seed}: the largest batch measured"
 
@@ -100,7 +100,7 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
                     positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind
                 )
                 labels = [
-                    f"{s.ratio:.2f}x\n{batch_note(s.gpu.workload)} / cpu {batch_note(s.cpu.workload)}"
+                    f"{s.ratio:.2f}x\n{batch_note(s.gpu.step)} / cpu {batch_note(s.cpu.step)}"
                     for s in mine
                 ]
                 ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
@@ -124,17 +124,17 @@ def machines(model: str, points: list[Point], out: Path) -> Any:
         for ax, kind in zip(axes[0], KINDS):
             ax.set_title(f"{model} {kind}")
             mine = sorted(
-                (p for p in points if p.workload.kind == kind),
-                key=lambda p: (p.machine, p.workload.device),
+                (p for p in points if p.step.kind == kind),
+                key=lambda p: (p.machine, p.step.device),
             )
             if not mine:
                 _nothing(ax, kind)
                 continue
             _device_bars(
                 ax,
-                [(p.machine, p.workload.device) for p in mine],
+                [(p.machine, p.step.device) for p in mine],
                 [p.samples_per_second for p in mine],
-                [f"{number(p.samples_per_second)}\n{batch_note(p.workload)}" for p in mine],
+                [f"{number(p.samples_per_second)}\n{batch_note(p.step)}" for p in mine],
             )
             ax.set_ylabel("samples/s (higher is better)")
             ax.margins(y=0.2)

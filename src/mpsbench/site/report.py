@@ -82,8 +82,8 @@ def _speedup(results: tp.Results, save: Save) -> list[Block]:
             s.kind,
             s.machine,
             s.device,
-            batch_note(s.gpu.workload),
-            batch_note(s.cpu.workload),
+            batch_note(s.gpu.step),
+            batch_note(s.cpu.step),
             number(s.gpu.samples_per_second),
             number(s.cpu.samples_per_second),
             f"{s.ratio:.2f}x",
@@ -104,11 +104,11 @@ def _machines(results: tp.Results, save: Save) -> list[Block]:
     points = tp.across_machines(results)
     rows = [
         [
-            p.workload.model,
-            p.workload.kind,
+            p.step.model,
+            p.step.kind,
             p.machine,
-            p.workload.device,
-            batch_note(p.workload),
+            p.step.device,
+            batch_note(p.step),
             number(p.samples_per_second),
             p.commit[:8],
         ]
@@ -120,7 +120,7 @@ def _machines(results: tp.Results, save: Save) -> list[Block]:
             "machines",
             "across machines",
             points,
-            lambda p: p.workload.model,
+            lambda p: p.step.model,
             figures.machines,
         ),
         _table("model, kind, machine, device, batch, samples/s, build", rows),
@@ -277,10 +277,10 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
     rows = [
         [
             c.machine,
-            c.workload.kind,
-            c.workload.model,
-            c.workload.device,
-            str(c.workload.batch),
+            c.step.kind,
+            c.step.model,
+            c.step.device,
+            str(c.step.batch),
             ms(c.before.value),
             ms(c.after.value),
             f"{c.ratio:.3f}",

@@ -114,12 +114,12 @@ def ranked(name: str, names: Sequence[str]) -> tuple[int, str]:
 class Point:
     machine: str
     commit: str
-    workload: Step
+    step: Step
     samples_per_second: float
 
 
 def _order(point: Point) -> tuple[Any, ...]:
-    step = point.workload
+    step = point.step
     return (
         ranked(step.model, models.NAMES),
         KINDS.index(step.kind),
@@ -163,7 +163,7 @@ class Speedup:
 
 def _speedups(found: Chosen, gpus: Iterable[str]) -> Iterator[Speedup]:
     for gpu in sorted(found.values(), key=_order):
-        step = gpu.workload
+        step = gpu.step
         if step.device in gpus and (cpu := found.get((step.kind, step.model, CPU))):
             yield Speedup(gpu.machine, step.kind, step.model, step.device, gpu, cpu)
 
@@ -194,7 +194,7 @@ class Change:
     machine: str
     old: str
     new: str
-    workload: Step
+    step: Step
     row: recorded.Row
     before: recorded.Measured
     after: recorded.Measured
