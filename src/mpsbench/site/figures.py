@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,6 @@ from mpsbench.site.throughput import (
 )
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
-KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
 WIDTH = 0.38
 Save = Callable[[str], Path]
 
@@ -81,65 +80,67 @@ def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     return f"* not at the seed's batch size {seed}: the largest batch measured"
 
 
-def _device_bars(
-    ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]
-) -> None:
-    colors = [DEVICE_COLORS.get(device, "#9467bd") for _, device in machines_devices]
-    ax.bar_label(ax.bar(range(len(values)), values, color=colors), labels=notes, fontsize=7)
-    ax.set_xticks(range(len(values)), [f"{m}\n{d}" for m, d in machines_devices], fontsize=8)
-    _keep_width(ax, len(values))
+def _device_bars(ax: Any, bars: Sequence[tuple[str, str, float, str]]) -> None:
+    """A bar per (machine, device, height, label), coloured by device."""
+    machines, devices, heights, labels = zip(*bars)
+    colors = [DEVICE_COLORS.get(device, "#9467bd") for device in devices]
+    ax.bar_label(ax.bar(range(len(bars)), heights, color=colors), labels=labels, fontsize=7)
+    ax.set_xticks(range(len(bars)), [f"{m}\n{d}" for m, d in zip(machines, devices)], fontsize=8)
+    _keep_width(ax, len(bars))
 
 
-def speedup(model: str, found: list[Speedup], out: Path) -> Any:
-    groups = sorted({(s.machine, s.device) for s in found})
-    with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
-        for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
-            if mine := [s for s in found if s.kind == kind]:
-                positions = [groups.index((s.machine, s.device)) + offset for s in mine]
-                bars = ax.bar(
-                    positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind
-                )
-                labels = [
-                    f"{s.ratio:.2f}x\n{batch_note(s.gpu.step)} / cpu {batch_note(s.cpu.step)}"
-                    for s in mine
-                ]
-                ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
-        _keep_width(ax, len(groups))
-        ax.set(
-            ylabel="speedup over cpu (samples/s ratio)",
-            title=f"{model}: GPU speedup over cpu, newest build per machine",
-        )
-        ax.margins(y=0.25)
-        ax.legend()
-        fig.supxlabel(
-            _fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model), fontsize=8
-        )
-    return fig
-
-
-def machines(model: str, points: list[Point], out: Path) -> Any:
+def _per_kind(
+    model: str,
+    bars: list[tuple[str, str, str, float, str]],
+    ylabel: str,
+    footnote: str,
+    out: Path,
+    baseline: float | None = None,
+) -> Any:
+    """A chart per kind of the bars (kind, machine, device, height, label)."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
             ax.set_title(f"{model} {kind}")
-            mine = sorted(
-                (p for p in points if p.step.kind == kind),
-                key=lambda p: (p.machine, p.step.device),
-            )
-            if not mine:
+            if not (mine := sorted(bar[1:] for bar in bars if bar[0] == kind)):
                 _nothing(ax, kind)
                 continue
-            _device_bars(
-                ax,
-                [(p.machine, p.step.device) for p in mine],
-                [p.samples_per_second for p in mine],
-                [f"{number(p.samples_per_second)}\n{batch_note(p.step)}" for p in mine],
-            )
-            ax.set_ylabel("samples/s (higher is better)")
+            _device_bars(ax, mine)
+            if baseline is not None:
+                ax.axhline(baseline, color="black", linewidth=0.8)
+            ax.set_ylabel(ylabel)
             ax.margins(y=0.2)
-        fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
+        fig.supxlabel(footnote, fontsize=8)
     return fig
+
+
+def speedup(model: str, found: list[Speedup], out: Path) -> Any:
+    bars = [
+        (
+            s.kind,
+            s.machine,
+            s.device,
+            s.ratio,
+            f"{s.ratio:.2f}x\n{batch_note(s.gpu.step)} / cpu {batch_note(s.cpu.step)}",
+        )
+        for s in found
+    ]
+    footnote = _fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model)
+    return _per_kind(model, bars, "GPU speedup over cpu (samples/s ratio)", footnote, out, 1.0)
+
+
+def machines(model: str, points: list[Point], out: Path) -> Any:
+    bars = [
+        (
+            p.step.kind,
+            p.machine,
+            p.step.device,
+            p.samples_per_second,
+            f"{number(p.samples_per_second)}\n{batch_note(p.step)}",
+        )
+        for p in points
+    ]
+    footnote = _fallback_footnote(points, model)
+    return _per_kind(model, bars, "samples/s (higher is better)", footnote, out)
 
 
 def batches(
@@ -227,10 +228,8 @@ def compile_pairs(found: list[Pair], out: Path) -> None:
         ax.legend()
 
 
-def tokens(
-    machines_devices: list[tuple[str, str]], speeds: list[float], title: str, out: Path
-) -> None:
-    with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
-        _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])
+def tokens(bars: list[tuple[str, str, float, str]], title: str, out: Path) -> None:
+    with _figure(out, figsize=(max(6.5, 1.6 * len(bars)), 4.0)) as (_, ax):
+        _device_bars(ax, bars)
         ax.set_ylabel("decoded tokens/s (higher is better)")
         ax.set_title(title, fontsize=10)

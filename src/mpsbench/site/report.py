@@ -250,8 +250,10 @@ def _tokens(results: tp.Results, save: Save) -> list[Block]:
     if not (decode := sorted(rows[DECODE].items())):
         return ["No machine has decode results (benchmark_modern.LlmDecode)."]
     figures.tokens(
-        [(machine, device) for (machine, device, _), _ in decode],
-        [batch / seconds for _, seconds in decode],
+        [
+            (m, device, batch / seconds, f"{batch / seconds:.1f}")
+            for (m, device, _), seconds in decode
+        ],
         f"{models.LLAMA_NAME}: greedy decode after a {prompt}-token prompt, batch {batch}",
         save("tokens.png"),
     )
