@@ -26,6 +26,10 @@ LATEST = 20
 EXPLAINED = "explain"
 
 
+def _ratio(before: float, after: float) -> float:
+    return after / before if before else math.inf
+
+
 def graph_param(graph_path: str, key: str) -> str | None:
     found = re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)
     return found.group(1) if found else None
@@ -100,7 +104,7 @@ def judge_site(
                 verdict = rule.Judgement(
                     rule.Decision.SLOWER,
                     rule.Decision.SLOWER.value,
-                    after / before if before else math.inf,
+                    _ratio(before, after),
                     0.0,
                     "asv's step detection (no recorded values to judge)",
                 )
@@ -149,16 +153,11 @@ class Regression:
     machine: str
     old_commit: str | None
     new_commit: str
-    before: float
-    after: float
+    ratio: float
     revision: int
     graph: str = ""
     kind: str = "slower"  # or a correctness verdict
     explain: str = ""
-
-    @property
-    def ratio(self) -> float:
-        return self.after / self.before if self.before else math.inf
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
@@ -191,8 +190,7 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
                     machine,
                     old,
                     new,
-                    float(before),
-                    float(after),
+                    _ratio(before, after),
                     int(new_revision),
                     _graph_url(index, name, machine, idx, old, new),
                     judged.get("verdict", "slower"),
