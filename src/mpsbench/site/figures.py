@@ -1,4 +1,4 @@
-"""The figures page's charts, drawn with matplotlib into PNG files."""
+"""The figures page's charts, as matplotlib PNGs."""
 
 from __future__ import annotations
 
@@ -81,7 +81,6 @@ def _fallback_footnote(points: Iterable[Point], model: str) -> str:
 
 
 def _device_bars(ax: Any, bars: Sequence[tuple[str, str, float, str]]) -> None:
-    """A bar per (machine, device, height, label), coloured by device."""
     machines, devices, heights, labels = zip(*bars)
     colors = [DEVICE_COLORS.get(device, "#9467bd") for device in devices]
     ax.bar_label(ax.bar(range(len(bars)), heights, color=colors), labels=labels, fontsize=7)
@@ -97,7 +96,7 @@ def _per_kind(
     out: Path,
     baseline: float | None = None,
 ) -> Any:
-    """A chart per kind of the bars (kind, machine, device, height, label)."""
+    """Bars (kind, machine, device, height, label), a chart per kind."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
             ax.set_title(f"{model} {kind}")

@@ -1,4 +1,4 @@
-"""The site's first screen: each machine's newest seed step times per device and GPU speedups."""
+"""The site's first screen: each machine's newest seed step times and GPU speedups."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from mpsbench.site import patches
 from mpsbench.site import throughput as tp
 from mpsbench.site.figures import batch_note
 
-ANCHOR = '<div id="summarygrid-display"'  # asv's grid
+ANCHOR = '<div id="summarygrid-display"'
 MARK = "mpsbench-landing"
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}
 NONE = '<td class="dim">-</td>'
@@ -170,7 +170,6 @@ def to_html(summaries: list[Machine], figures: str) -> str:
 def measured_params(
     found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
 ) -> dict[str, list[list[str]]]:
-    """Per benchmark and param, the values of rows with a recorded number."""
     combinations: dict[str, set[tuple[str, ...]]] = {}
     for rows in found.values.values():
         for row in rows:

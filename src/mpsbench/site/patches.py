@@ -1,4 +1,4 @@
-"""Patches asv 0.6.6's published pages; each patch stops with one line where asv's code moved."""
+"""Patches asv 0.6.6's pages; each stops with one line where asv's code moved."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mpsbench.site.site_assets import VENDOR, SiteAssetError
 NAV_ANCHOR = '<li id="nav-li-regressions">'
 GRAPH_SCRIPT = "graphdisplay.js"
 GRID_SCRIPT = "summarygrid.js"
-MEASURED_KEY = "mpsbench_measured"  # in index.json, from landing
+MEASURED_KEY = "mpsbench_measured"
 # asv selects only the first branch on load, hiding the other channels
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel (site.patches) */"
@@ -78,7 +78,7 @@ def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str],
 
 
 def patch_graphs(html_dir: Path) -> None:
-    """asv's pages show every channel, only measured param values and tiles, and lone points."""
+    """Every channel, only measured param values and tiles, lone points labelled."""
     for script, old, new, what in (
         (GRAPH_SCRIPT, re.escape(FIRST_BRANCH_ONLY), EVERY_BRANCH, repr(FIRST_BRANCH_ONLY)),
         (GRAPH_SCRIPT, FIRST_VALUES, MEASURED_VALUES, "loop selecting the first param values"),
@@ -96,7 +96,7 @@ def patch_graphs(html_dir: Path) -> None:
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
-    """Keeps on the top axis only tags of measured builds; returns the others."""
+    """Returns the tags left out."""
     path = html_dir / "index.json"
     index = json.loads(path.read_text("utf-8"))
     hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
@@ -114,7 +114,7 @@ def twin(data: str) -> str:
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """The file:// loader and a .js twin of every JSON file (so it runs last); the twins made."""
+    """The file:// loader and a .js twin of each JSON file; the twins made."""
     _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, "jQuery script")
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:

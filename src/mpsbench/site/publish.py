@@ -1,4 +1,4 @@
-"""``mpsbench publish``: the site built beside html_dir, then renamed over it whole."""
+"""``mpsbench publish``: the site built beside html_dir, then swapped in whole."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Points the site's commit links at PyTorch's commits through pytorch.html's redirect."""
+"""Commit links through pytorch.html's redirect to PyTorch's commits."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _row(timeline: Reader, commit: str, git: str | None) -> str:
 
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
-    """Writes pytorch.html, points index.json and the feed at it; each build's git_version."""
+    """Returns each build's git_version."""
     index_path = site / "index.json"
     index = json.loads(index_path.read_text())
     commits = list(index["revision_to_hash"].values())

@@ -357,7 +357,6 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
 def build(
     results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None
 ) -> None:
-    """Writes the figures, summary.md and summary.html into ``out_dir``."""
     results = tp.load(results_dir)
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(

@@ -1,4 +1,4 @@
-"""Makes a published asv site self-contained: its CDN libraries copied from the npm registry."""
+"""A published asv site made self-contained: its CDN libraries from the npm registry."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ REGISTRY = "https://registry.npmjs.org"
 
 
 class SiteAssetError(UserError):
-    """A published site that cannot be patched or made self-contained."""
+    """A site that cannot be patched or made self-contained."""
 
 
 class Unreachable(SiteAssetError):
@@ -186,7 +186,7 @@ def external_loads(html_dir: Path) -> dict[str, str]:
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Points known tags at their local copies, less the CORS attributes file:// cannot serve."""
+    """Known tags to their local copies, without the CORS attributes file:// refuses."""
 
     def replace(found: re.Match[str]) -> str:
         tag, url = found.group(0), _source(found.group(0))[0]
@@ -222,7 +222,7 @@ def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left:
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copies every CDN library into the site and points the pages at them; the files written."""
+    """Returns the files written."""
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
     loads = external_loads(html_dir)

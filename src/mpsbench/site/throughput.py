@@ -1,4 +1,4 @@
-"""Throughput per machine, build and workload, and the points each figure plots."""
+"""Throughput per machine, build and step, and the points each figure plots."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def seed_batch(model: str) -> int | None:
 
 
 def ranked(name: str, names: Sequence[str]) -> tuple[int, str]:
-    """A sort key: registered names in registry order, then the others by name."""
+    """Registered names first, in registry order, then the others by name."""
     return (names.index(name), "") if name in names else (len(names), name)
 
 
@@ -263,7 +263,7 @@ class ReleasePoint:
     ratio: float
 
 
-# (results, machine, build) -> (machine label, kind, model, ratio)
+# -> (machine label, kind, model, ratio)
 Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 
 
