@@ -55,10 +55,6 @@ def _nothing(ax: Any, what: str) -> None:
     ax.set(xticks=[], yticks=[])
 
 
-def _keep_width(ax: Any, bars: int) -> None:
-    ax.set_xlim(-0.6, max(bars, 3) - 0.4)  # a lone bar keeps its width among three
-
-
 def number(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
@@ -85,7 +81,7 @@ def _device_bars(ax: Any, bars: Sequence[tuple[str, str, float, str]]) -> None:
     colors = [DEVICE_COLORS.get(device, "#9467bd") for device in devices]
     ax.bar_label(ax.bar(range(len(bars)), heights, color=colors), labels=labels, fontsize=7)
     ax.set_xticks(range(len(bars)), [f"{m}\n{d}" for m, d in zip(machines, devices)], fontsize=8)
-    _keep_width(ax, len(bars))
+    ax.set_xlim(-0.6, max(len(bars), 3) - 0.4)  # a lone bar keeps its width among three
 
 
 def _per_kind(
@@ -143,8 +139,9 @@ def machines(model: str, points: list[Point], out: Path) -> Any:
 
 
 def batches(
-    model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, float]]], out: Path
+    model: str, found: list[tuple[tuple[str, str, str, str], list[tuple[int, float]]]], out: Path
 ) -> None:
+    curves = dict(found)
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (_, axes):
         lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
         colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]

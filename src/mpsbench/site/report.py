@@ -137,7 +137,7 @@ def _batches(results: tp.Results, save: Save) -> list[Block]:
         "throughput across batch sizes",
         curves,
         lambda curve: curve[0][0],
-        lambda model, mine, path: figures.batches(model, dict(mine), path),
+        figures.batches,
     )
     return [*images, _table("model, kind, machine, device, batch, samples/s", rows)]
 
