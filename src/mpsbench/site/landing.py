@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,8 +188,6 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
         f"{ANCHOR}>",
         "\n" + to_html(summaries, figures),
     )
-    index_json = html_dir / "index.json"
-    data = json.loads(index_json.read_text("utf-8"))
-    data[patches.MEASURED_KEY] = measured_params(results.recorded, results.param_names)
-    index_json.write_text(json.dumps(data), "utf-8")
+    with patches.index_json(html_dir) as index:
+        index[patches.MEASURED_KEY] = measured_params(results.recorded, results.param_names)
     return summaries

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from mpsbench.site.site_assets import VENDOR, SiteAssetError
 
@@ -95,18 +97,22 @@ def patch_graphs(html_dir: Path) -> None:
     _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, "asv.js script")
 
 
-def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
-    """Returns the tags left out."""
+@contextlib.contextmanager
+def index_json(html_dir: Path) -> Iterator[dict[str, Any]]:
     path = html_dir / "index.json"
     index = json.loads(path.read_text("utf-8"))
-    hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
-    kept = {
-        tag: revision for tag, revision in tags.items() if hashes.get(str(revision)) in measured
-    }
-    if kept != tags:
-        index["tags"] = kept
-        path.write_text(json.dumps(index), "utf-8")
-    return sorted(tags.keys() - kept.keys())
+    yield index
+    path.write_text(json.dumps(index, separators=(",", ":")), "utf-8")
+
+
+def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
+    """Returns the tags left out."""
+    with index_json(html_dir) as index:
+        hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
+        index["tags"] = {
+            tag: revision for tag, revision in tags.items() if hashes.get(str(revision)) in measured
+        }
+    return sorted(tags.keys() - index["tags"].keys())
 
 
 def twin(data: str) -> str:

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
+from mpsbench.site import patches
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
@@ -41,13 +42,11 @@ def _row(timeline: Reader, commit: str, git: str | None) -> str:
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     """Returns each build's git_version."""
-    index_path = site / "index.json"
-    index = json.loads(index_path.read_text())
-    commits = list(index["revision_to_hash"].values())
+    with patches.index_json(site) as index:
+        commits = list(index["revision_to_hash"].values())
+        index["show_commit_url"] = SHOW_COMMIT_URL
     parents = [parent for commit in commits if (parent := timeline.parent(commit))]
     builds = {commit: timeline.git_version(commit) for commit in commits + parents}
-    index["show_commit_url"] = SHOW_COMMIT_URL
-    index_path.write_text(json.dumps(index, separators=(",", ":")))
     rows = "".join(_row(timeline, commit, git) for commit, git in builds.items())
     data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace(
         "</", "<\\/"
