@@ -27,7 +27,7 @@ NONE = '<td class="dim">-</td>'
 class Value:
     step: tp.Step
     seconds: float
-    spread: float | None  # half the interquartile range over the median
+    spread: float | None  # rule.noise
 
     @property
     def samples_per_second(self) -> float:

@@ -33,7 +33,7 @@ ERRORS = (
     "benchmark_patterns.ReportedCorrectness.track_relative_error",
 )
 DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
-NEWEST = 12  # builds per machine in the correctness table
+CORRECTNESS_BUILDS = 12
 PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
 DECODE = "benchmark_modern.LlmDecode.time_decode"
 
@@ -214,7 +214,7 @@ def _correctness_key(row: recorded.Row) -> tuple[bool, str]:
 def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
     blocks: list[Block] = []
     for machine in found.machines:
-        builds = found.builds(machine)[-NEWEST:]
+        builds = found.builds(machine)[-CORRECTNESS_BUILDS:]
         rows = {
             row
             for c in builds
