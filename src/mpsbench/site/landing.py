@@ -178,7 +178,7 @@ def measured_params(
 
 
 def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:
-    """Puts the summary atop index.html's grid and the measured params into index.json."""
+    """The summary atop asv's grid; the measured params in index.json."""
     results = tp.load(results_dir)
     summaries = summarize(results, timeline)
     patches.insert_once(

@@ -160,7 +160,6 @@ class Regression:
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
-    """The site's copy of explain's table of this jump, or ""."""
     table = explain.stored(results_dir) / explain.stored_name(name, old, new)
     if not table.is_file():
         return ""

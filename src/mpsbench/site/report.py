@@ -1,4 +1,4 @@
-"""The figures page (summary.md and summary.html) of an asv results directory."""
+"""The figures page (summary.md, summary.html) of a results directory."""
 
 from __future__ import annotations
 

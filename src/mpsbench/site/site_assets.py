@@ -25,7 +25,7 @@ REGISTRY = "https://registry.npmjs.org"
 
 
 class SiteAssetError(UserError):
-    """A site that cannot be patched or made self-contained."""
+    pass
 
 
 class Unreachable(SiteAssetError):

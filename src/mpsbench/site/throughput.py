@@ -66,7 +66,7 @@ class Results:
         return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
     def newest(self, names: set[str]) -> dict[str, dict[tuple[Any, ...], float]]:
-        """Each named benchmark's values on each machine's newest build, by (machine, *params)."""
+        """Values on each machine's newest build, by name and (machine, *params)."""
         found: dict[str, dict[tuple[Any, ...], float]] = {name: {} for name in names}
         described = names & self.param_names.keys()  # as asv publish shows
         for machine in self.recorded.machines:
