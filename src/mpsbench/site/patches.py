@@ -17,7 +17,7 @@ NAV_ANCHOR = '<li id="nav-li-regressions">'
 GRAPH_SCRIPT = "graphdisplay.js"
 GRID_SCRIPT = "summarygrid.js"
 MEASURED_KEY = "mpsbench_measured"
-# asv selects only the first branch on load, hiding the other channels
+# asv shows only the first branch (channel) on load
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel (site.patches) */"
 # Chromium refuses XMLHttpRequest from file://: this loads NAME.json.js instead

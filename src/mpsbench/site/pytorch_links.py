@@ -66,7 +66,7 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     def upstream(match: re.Match[str]) -> str:
         old, new = match.group(1), match.group(2) or match.group(3)
         if full_new := _full(builds, new):
-            # one commit: asv means the change from the build before it
+            # one commit: asv means the change from its parent
             full_old = _full(builds, old) if old else timeline.parent(full_new)
             return upstream_url(builds, full_old, full_new) or SHOW_COMMIT_URL + new
         return SHOW_COMMIT_URL + new

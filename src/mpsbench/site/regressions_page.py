@@ -128,7 +128,7 @@ def judge_site(
             if verdict.regressed:
                 if old:
                     judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
-                # a one-build jump: from the build before, as asv links it
+                # a one-build jump: from its parent, as asv links it
                 kept_jumps.append(
                     [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
                 )
