@@ -141,9 +141,9 @@ Chosen = dict[tuple[str, str, str], Point]  # by kind, model and device
 def _points(results: Results, machine: str, commit: str) -> Chosen:
     measured = results.samples.get((machine, commit), {})
     return {
-        (s.kind, s.model, s.device): Point(machine, commit, s, value)
-        for s, value in measured.items()
-        if s == chosen(measured, s.kind, s.model, s.device)
+        key: Point(machine, commit, step, measured[step])
+        for key in {(s.kind, s.model, s.device) for s in measured}
+        if (step := chosen(measured, *key))
     }
 
 
