@@ -24,18 +24,13 @@ WIDTH = 0.38
 Save = Callable[[str], Path]
 
 
-def pyplot() -> Any:
+@contextlib.contextmanager
+def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt
-
-
-@contextlib.contextmanager
-def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
-    plt = pyplot()
     fig, axes = plt.subplots(layout="constrained", **subplots)
     yield fig, axes
     fig.savefig(out, dpi=110)
@@ -144,7 +139,6 @@ def batches(
     curves = dict(found)
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (_, axes):
         lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
-        colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
         for ax, kind in zip(axes[0], KINDS):
             seen: set[int] = set()
             for index, (machine, device) in enumerate(lines):
@@ -156,7 +150,7 @@ def batches(
                         values,
                         marker="o",
                         label=f"{machine} {device}",
-                        color=colors[index % len(colors)],
+                        color=f"C{index}",  # one colour per line in both charts
                         linestyle="--" if device == CPU else "-",
                     )
             ax.set_title(f"{model} {kind}")
