@@ -25,7 +25,7 @@ REGISTRY = "https://registry.npmjs.org"
 
 
 class SiteAssetError(UserError):
-    pass
+    """A site that cannot be patched or made self-contained."""
 
 
 class Unreachable(SiteAssetError):
