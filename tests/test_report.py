@@ -132,8 +132,8 @@ def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback
         }
     )
     resnet = found[("m1max", "training", "resnet50", "mps")]
-    assert (resnet.gpu.workload.batch, resnet.gpu.seed) == (128, True)
-    assert (resnet.cpu.workload.batch, resnet.cpu.seed) == (
+    assert (resnet.gpu.step.batch, resnet.gpu.step.seed) == (128, True)
+    assert (resnet.cpu.step.batch, resnet.cpu.step.seed) == (
         8,
         False,
     )  # cpu's largest, not the seed's 128
@@ -142,7 +142,7 @@ def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback
 def test_across_machines_uses_each_machines_newest_build_and_reads_track_throughput(loaded, suite):
     _, commits = suite
     points = {
-        (p.machine, p.workload.kind, p.workload.model, p.workload.device): p
+        (p.machine, p.step.kind, p.step.model, p.step.device): p
         for p in throughput.across_machines(loaded)
     }
     assert points[("m1max", "training", "mlp", "mps")].samples_per_second == pytest.approx(
@@ -171,8 +171,7 @@ def test_build_over_build_compares_the_newest_two_builds_against_the_factor(load
         tmp / "asv.conf.json"
     ).thresholds  # the report's rule, with the factor 1.05
     changes = {
-        (c.machine, c.workload): c
-        for c in throughput.build_changes(loaded, Reader(tmp / "timeline"))
+        (c.machine, c.step): c for c in throughput.build_changes(loaded, Reader(tmp / "timeline"))
     }
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
         ("m1max", Step("training", "mlp", "mps", 1024)),
@@ -264,9 +263,7 @@ def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(
 
 def test_a_lone_bar_or_group_keeps_the_width_it_has_among_several(tmp_path):
     def point(device: str, samples_per_second: float) -> throughput.Point:
-        return throughput.Point(
-            "m", "c", Step("training", "mlp", device, 1024), samples_per_second, True
-        )
+        return throughput.Point("m", "c", Step("training", "mlp", device, 1024), samples_per_second)
 
     speedup = figures.speedup(
         "mlp",

@@ -94,7 +94,7 @@ def test_each_machine_shows_its_newest_build_each_seed_step_per_device_and_the_g
     assert sorted(lines) == [("mlp", "inference"), ("mlp", "training"), ("resnet50", "training")]
     mlp = lines[("mlp", "training")]
     assert {
-        device: (value.step.batch, value.seconds, value.seed)
+        device: (value.step.batch, value.seconds, value.step.seed)
         for device, value in mlp.values.items()
     } == {"cpu": (1024, 0.2, True), "mps": (1024, 0.05, True)}
     assert mlp.speedup("mps") == pytest.approx(4.0)
@@ -103,7 +103,7 @@ def test_each_machine_shows_its_newest_build_each_seed_step_per_device_and_the_g
     )  # asv's half IQR over the median
     assert mlp.values["mps"].spread is None  # no samples: asv kept no statistics
     resnet = lines[("resnet50", "training")]
-    assert (resnet.values["cpu"].step.batch, resnet.values["cpu"].seed) == (1, False)
+    assert (resnet.values["cpu"].step.batch, resnet.values["cpu"].step.seed) == (1, False)
     assert resnet.speedup("mps") == pytest.approx((128 / 0.5) / (1 / 0.1))
     inference = lines[("mlp", "inference")]
     assert set(inference.values) == {"mps"} and inference.speedup("mps") is None
@@ -122,7 +122,7 @@ def test_the_html_holds_the_values_the_speedups_and_a_graph_link_for_each(result
     mac = page[page.index("<h3>mac") : page.index("<h3>linux")]
     assert re.search(r"<th>model</th><th>step</th><th>cpu</th><th>mps</th><th>mps/cpu</th>", mac)
     mlp = re.search(r"<tr><td>mlp</td><td>training</td>.*?</tr>", mac).group(0)
-    assert ">200 ms</a>" in mlp and ">50 ms</a>" in mlp and "<b>4.00x</b>" in mlp
+    assert ">200ms</a>" in mlp and ">50.0ms</a>" in mlp and "<b>4.00x</b>" in mlp
     link = landing.graph_link("mac", tp.Step("training", "mlp", "mps", 1024))
     assert (
         link
@@ -161,7 +161,7 @@ def test_the_summary_goes_first_on_the_grid_page_once_and_index_json_lists_the_m
     assert text.count(f'id="{landing.MARK}"') == 1
     grid = text.index('<div id="summarygrid-display"')
     assert grid < text.index(landing.MARK) < text.index('<div id="summarylist-display"')
-    assert set(json.loads((site / "index.json").read_text())[landing.MEASURED_KEY]) == {
+    assert set(json.loads((site / "index.json").read_text())[patches.MEASURED_KEY]) == {
         "benchmark_models.Training.time_step",
         "benchmark_models.Inference.time_step",
         "benchmark_models.TrainingCapacity.track_throughput",
@@ -173,12 +173,12 @@ def test_the_graph_page_selects_only_measured_values_and_loads_the_lone_point_pl
 ):
     site = _site(tmp_path)
     for _ in range(2):
-        patches.select_measured_values(site, landing.MEASURED_KEY)
-        patches.label_lone_points(site)
+        patches.patch_graphs(site)
     script = (site / patches.GRAPH_SCRIPT).read_text()
-    assert script.count(f"index.{landing.MEASURED_KEY}") == 1 and not patches.FIRST_VALUES.search(
+    assert script.count(f"index.{patches.MEASURED_KEY}") == 1 and not patches.FIRST_VALUES.search(
         script
     )
+    assert (site / patches.GRID_SCRIPT).read_text().count(patches.MEASURED_TILES) == 1
     index = (site / "index.html").read_text()
     assert index.count(f'src="{patches.LONE_POINT}"') == 1
     assert (
@@ -194,6 +194,6 @@ def test_the_graph_page_selects_only_measured_values_and_loads_the_lone_point_pl
 
 
 def test_a_graph_script_without_asvs_selection_loop_is_one_line(tmp_path):
-    (tmp_path / patches.GRAPH_SCRIPT).write_text("var x = 1;\n")
+    (tmp_path / patches.GRAPH_SCRIPT).write_text(f"{patches.FIRST_BRANCH_ONLY}\nvar x = 1;\n")
     with pytest.raises(SiteAssetError, match=r"has no one loop selecting the first param values"):
-        patches.select_measured_values(tmp_path, landing.MEASURED_KEY)
+        patches.patch_graphs(tmp_path)

@@ -442,7 +442,7 @@ def test_publish_recorded_answers_help_and_refuses_a_missing_run_in_one_line_cre
 # --- the first site: one build, a cpu-only machine ---------------------------------------------------------------
 FIRST = "release@2.15.0"
 LANDING_VALUE = (
-    "8 ms"  # the mlp's training step at batch 8 (its largest: the seed's 1024 is not measured)
+    "8.00ms"  # the mlp's training step at batch 8 (its largest: the seed's 1024 is not measured)
 )
 
 
@@ -587,7 +587,7 @@ def test_the_landing_summary_shows_the_newest_build_through_asv_preview(
         "$('#mpsbench-landing tbody tr').map(function(){return $(this).children('td')"
         ".map(function(){return $(this).text()}).get().join('|')}).get()"
     )
-    assert cells == ["mlp|training|10 ms bs 8*"], (
+    assert cells == ["mlp|training|10.0ms bs 8*"], (
         cells
     )  # 2.15.0's batch-8 step, not an older build's
     assert chromium.of("Runtime.exceptionThrown") == []

@@ -1,1 +1,1 @@
-"""The published site: asv publish's output made offline, with figures and a summary."""
+"""asv publish's site, made offline, with figures and a summary."""

@@ -1,33 +1,36 @@
-"""The figures page's charts, drawn with matplotlib into PNG files."""
+"""The figures page's charts, as matplotlib PNGs."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpsbench.site.throughput import CPU, KINDS, Pair, Point, ReleasePoint, Speedup, seed_batch
+from mpsbench.site.throughput import (
+    CPU,
+    KINDS,
+    Pair,
+    Point,
+    ReleasePoint,
+    Speedup,
+    Step,
+    seed_batch,
+)
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
-KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
 WIDTH = 0.38
 Save = Callable[[str], Path]
 
 
-def pyplot() -> Any:
+@contextlib.contextmanager
+def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt
-
-
-@contextlib.contextmanager
-def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
-    plt = pyplot()
     fig, axes = plt.subplots(layout="constrained", **subplots)
     yield fig, axes
     fig.savefig(out, dpi=110)
@@ -47,10 +50,6 @@ def _nothing(ax: Any, what: str) -> None:
     ax.set(xticks=[], yticks=[])
 
 
-def _keep_width(ax: Any, bars: int) -> None:
-    ax.set_xlim(-0.6, max(bars, 3) - 0.4)  # a lone bar keeps its width among three
-
-
 def number(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
@@ -59,85 +58,87 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g}"
 
 
-def batch_note(point: Point) -> str:
-    return f"bs {point.workload.batch}" + ("" if point.seed else "*")
+def batch_note(step: Step) -> str:
+    return f"bs {step.batch}" + ("" if step.seed else "*")
 
 
 def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     seed = seed_batch(model)
     if seed is None:
         return "no seed batch size registered: the largest batch measured"
-    if all(point.seed for point in points):
+    if all(point.step.seed for point in points):
         return f"batch size {seed} (the seed's)"
     return f"* not at the seed's batch size {seed}: the largest batch measured"
 
 
-def _device_bars(
-    ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]
-) -> None:
-    colors = [DEVICE_COLORS.get(device, "#9467bd") for _, device in machines_devices]
-    ax.bar_label(ax.bar(range(len(values)), values, color=colors), labels=notes, fontsize=7)
-    ax.set_xticks(range(len(values)), [f"{m}\n{d}" for m, d in machines_devices], fontsize=8)
-    _keep_width(ax, len(values))
+def _device_bars(ax: Any, bars: Sequence[tuple[str, str, float, str]]) -> None:
+    machines, devices, heights, labels = zip(*bars)
+    colors = [DEVICE_COLORS.get(device, "#9467bd") for device in devices]
+    ax.bar_label(ax.bar(range(len(bars)), heights, color=colors), labels=labels, fontsize=7)
+    ax.set_xticks(range(len(bars)), [f"{m}\n{d}" for m, d in zip(machines, devices)], fontsize=8)
+    ax.set_xlim(-0.6, max(len(bars), 3) - 0.4)  # a lone bar keeps its width among three
 
 
-def speedup(model: str, found: list[Speedup], out: Path) -> Any:
-    groups = sorted({(s.machine, s.device) for s in found})
-    with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
-        for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
-            if mine := [s for s in found if s.kind == kind]:
-                positions = [groups.index((s.machine, s.device)) + offset for s in mine]
-                bars = ax.bar(
-                    positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind
-                )
-                labels = [
-                    f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine
-                ]
-                ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
-        _keep_width(ax, len(groups))
-        ax.set(
-            ylabel="speedup over cpu (samples/s ratio)",
-            title=f"{model}: GPU speedup over cpu, newest build per machine",
-        )
-        ax.margins(y=0.25)
-        ax.legend()
-        fig.supxlabel(
-            _fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model), fontsize=8
-        )
-    return fig
-
-
-def machines(model: str, points: list[Point], out: Path) -> Any:
+def _per_kind(
+    model: str,
+    bars: list[tuple[str, str, str, float, str]],
+    ylabel: str,
+    footnote: str,
+    out: Path,
+    baseline: float | None = None,
+) -> Any:
+    """Bars (kind, machine, device, height, label), a chart per kind."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
             ax.set_title(f"{model} {kind}")
-            mine = sorted(
-                (p for p in points if p.workload.kind == kind),
-                key=lambda p: (p.machine, p.workload.device),
-            )
-            if not mine:
+            if not (mine := sorted(bar[1:] for bar in bars if bar[0] == kind)):
                 _nothing(ax, kind)
                 continue
-            _device_bars(
-                ax,
-                [(p.machine, p.workload.device) for p in mine],
-                [p.samples_per_second for p in mine],
-                [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine],
-            )
-            ax.set_ylabel("samples/s (higher is better)")
+            _device_bars(ax, mine)
+            if baseline is not None:
+                ax.axhline(baseline, color="black", linewidth=0.8)
+            ax.set_ylabel(ylabel)
             ax.margins(y=0.2)
-        fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
+        fig.supxlabel(footnote, fontsize=8)
     return fig
 
 
+def speedup(model: str, found: list[Speedup], out: Path) -> Any:
+    bars = [
+        (
+            s.kind,
+            s.machine,
+            s.device,
+            s.ratio,
+            f"{s.ratio:.2f}x\n{batch_note(s.gpu.step)} / cpu {batch_note(s.cpu.step)}",
+        )
+        for s in found
+    ]
+    footnote = _fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model)
+    return _per_kind(model, bars, "GPU speedup over cpu (samples/s ratio)", footnote, out, 1.0)
+
+
+def machines(model: str, points: list[Point], out: Path) -> Any:
+    bars = [
+        (
+            p.step.kind,
+            p.machine,
+            p.step.device,
+            p.samples_per_second,
+            f"{number(p.samples_per_second)}\n{batch_note(p.step)}",
+        )
+        for p in points
+    ]
+    footnote = _fallback_footnote(points, model)
+    return _per_kind(model, bars, "samples/s (higher is better)", footnote, out)
+
+
 def batches(
-    model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, float]]], out: Path
+    model: str, found: list[tuple[tuple[str, str, str, str], list[tuple[int, float]]]], out: Path
 ) -> None:
+    curves = dict(found)
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (_, axes):
         lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
-        colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
         for ax, kind in zip(axes[0], KINDS):
             seen: set[int] = set()
             for index, (machine, device) in enumerate(lines):
@@ -149,7 +150,7 @@ def batches(
                         values,
                         marker="o",
                         label=f"{machine} {device}",
-                        color=colors[index % len(colors)],
+                        color=f"C{index}",  # one colour per line in both charts
                         linestyle="--" if device == CPU else "-",
                     )
             ax.set_title(f"{model} {kind}")
@@ -217,10 +218,8 @@ def compile_pairs(found: list[Pair], out: Path) -> None:
         ax.legend()
 
 
-def tokens(
-    machines_devices: list[tuple[str, str]], speeds: list[float], title: str, out: Path
-) -> None:
-    with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
-        _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])
+def tokens(bars: list[tuple[str, str, float, str]], title: str, out: Path) -> None:
+    with _figure(out, figsize=(max(6.5, 1.6 * len(bars)), 4.0)) as (_, ax):
+        _device_bars(ax, bars)
         ax.set_ylabel("decoded tokens/s (higher is better)")
         ax.set_title(title, fontsize=10)

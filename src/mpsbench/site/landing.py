@@ -1,24 +1,24 @@
-"""The site's first screen: each machine's newest seed step times per device and GPU speedups."""
+"""The site's first screen: each machine's newest seed step times and GPU speedups."""
 
 from __future__ import annotations
 
 import html
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from mpsbench.builds.timeline import Reader
+from mpsbench.core.asv_internals import human_value
 from mpsbench.measure import devices, models
 from mpsbench.regressions import rule
 from mpsbench.results import recorded
 from mpsbench.site import patches
 from mpsbench.site import throughput as tp
+from mpsbench.site.figures import batch_note
 
-ANCHOR = '<div id="summarygrid-display"'  # asv's grid
+ANCHOR = '<div id="summarygrid-display"'
 MARK = "mpsbench-landing"
-MEASURED_KEY = "mpsbench_measured"
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}
 NONE = '<td class="dim">-</td>'
 
@@ -27,8 +27,7 @@ NONE = '<td class="dim">-</td>'
 class Value:
     step: tp.Step
     seconds: float
-    spread: float | None  # half the interquartile range over the median
-    seed: bool  # else the largest batch
+    spread: float | None  # rule.noise
 
     @property
     def samples_per_second(self) -> float:
@@ -73,16 +72,10 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
-                steps = [tp.chosen(timed, kind, model, device) for device in devices.NAMES]
                 values = {
-                    step.device: Value(
-                        step,
-                        timed[step].value,
-                        rule.noise(timed[step]),
-                        step.batch == tp.seed_batch(model),
-                    )
-                    for step in steps
-                    if step
+                    device: Value(step, timed[step].value, rule.noise(timed[step]))
+                    for device in devices.NAMES
+                    if (step := tp.chosen(timed, kind, model, device))
                 }
                 if values:
                     lines.append(Line(kind, model, values))
@@ -103,53 +96,48 @@ def graph_link(machine: str, step: tp.Step) -> str:
     return f"#{tp.CLASSES[step.kind]}.{tp.TIME}?{urlencode(params, quote_via=quote, safe='')}"
 
 
-def _duration(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
 def _cell(machine: str, value: Value | None) -> str:
     if value is None:
         return NONE
     step = value.step
     spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
-    batch = f'<small class="dim">bs {step.batch}{"" if value.seed else "*"}</small>'
+    batch = f'<small class="dim">{batch_note(step)}</small>'
     title = (
         f"{step.kind} step of {step.model} on {step.device}, batch {step.batch}:"
         f" {value.samples_per_second:,.0f} samples/s; open its graph"
     )
     return (
         f'<td><a href="{html.escape(graph_link(machine, step))}" title="{html.escape(title)}">'
-        f"{_duration(value.seconds)}</a>{spread} {batch}</td>"
+        f"{human_value(value.seconds, 'seconds')}</a>{spread} {batch}</td>"
     )
 
 
 def _machine_html(summary: Machine) -> str:
-    speedups = [f"{gpu}/cpu" for gpu in summary.gpus if tp.CPU in summary.devices]
-    head = "".join(f"<th>{label}</th>" for label in ["model", "step", *summary.devices, *speedups])
-    rows = []
-    for line in summary.lines:
-        cells = "".join(
-            _cell(summary.machine, line.values.get(device)) for device in summary.devices
+    gpus = summary.gpus if tp.CPU in summary.devices else []
+    labels = ["model", "step", *summary.devices, *(f"{gpu}/cpu" for gpu in gpus)]
+    rows = "".join(
+        f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>"
+        + "".join(_cell(summary.machine, line.values.get(device)) for device in summary.devices)
+        + "".join(
+            NONE if r is None else f"<td><b>{r:.2f}x</b></td>" for r in map(line.speedup, gpus)
         )
-        ratios = [line.speedup(gpu) for gpu in summary.gpus] if speedups else []
-        cells += "".join(NONE if r is None else f"<td><b>{r:.2f}x</b></td>" for r in ratios)
-        rows.append(f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>{cells}</tr>")
+        + "</tr>"
+        for line in summary.lines
+    )
     notes = []
-    if not speedups:
+    if not gpus:
         notes.append(
             f"Only {', '.join(summary.devices)} measured here: a speedup needs a GPU beside cpu."
         )
-    if any(not value.seed for line in summary.lines for value in line.values.values()):
+    if any(not value.step.seed for line in summary.lines for value in line.values.values()):
         notes.append(tp.FALLBACK_NOTE)
     if summary.missing:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")
     return (
         f"<h3>{html.escape(summary.machine)} <small>newest build: {html.escape(summary.build)}</small></h3>"
-        f'<table class="table table-condensed table-striped"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        '<table class="table table-condensed table-striped"><thead><tr>'
+        + "".join(f"<th>{label}</th>" for label in labels)
+        + f"</tr></thead><tbody>{rows}</tbody></table>"
         + "".join(f'<p class="dim">{html.escape(note)}</p>' for note in notes)
     )
 
@@ -181,7 +169,6 @@ def to_html(summaries: list[Machine], figures: str) -> str:
 def measured_params(
     found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
 ) -> dict[str, list[list[str]]]:
-    """Per benchmark and param, the values of rows with a recorded number."""
     combinations: dict[str, set[tuple[str, ...]]] = {}
     for rows in found.values.values():
         for row in rows:
@@ -191,7 +178,7 @@ def measured_params(
 
 
 def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:
-    """Puts the summary atop index.html's grid and the measured params into index.json."""
+    """The summary atop asv's grid; the measured params in index.json."""
     results = tp.load(results_dir)
     summaries = summarize(results, timeline)
     patches.insert_once(
@@ -201,8 +188,6 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
         f"{ANCHOR}>",
         "\n" + to_html(summaries, figures),
     )
-    index_json = html_dir / "index.json"
-    data = json.loads(index_json.read_text("utf-8"))
-    data[MEASURED_KEY] = measured_params(results.recorded, results.param_names)
-    index_json.write_text(json.dumps(data), "utf-8")
+    with patches.index_json(html_dir) as index:
+        index[patches.MEASURED_KEY] = measured_params(results.recorded, results.param_names)
     return summaries

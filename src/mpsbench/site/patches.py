@@ -1,19 +1,23 @@
-"""Patches asv 0.6.6's published pages; each patch stops with one line where asv's code moved."""
+"""Patches asv 0.6.6's pages; each stops with one line where asv's code moved."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from mpsbench.site.site_assets import VENDOR, SiteAssetError
 
 NAV_ANCHOR = '<li id="nav-li-regressions">'
 GRAPH_SCRIPT = "graphdisplay.js"
-# asv selects only the first branch on load, hiding the other channels
+GRID_SCRIPT = "summarygrid.js"
+MEASURED_KEY = "mpsbench_measured"
+# asv shows only the first branch (channel) on load
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel (site.patches) */"
 # Chromium refuses XMLHttpRequest from file://: this loads NAME.json.js instead
@@ -24,16 +28,16 @@ FIRST_VALUES = re.compile(
     r"\s*item\.push\(j\);\s*\}"
 )
 MEASURED_VALUES = (
-    "var measured = ((index.{key} || {{}})[current_benchmark] || [])[k];  /* mpsbench: values with data (site.patches) */"
-    "\n                    for (var j = 0; j < param_values.length && (item.length+1)*count <= max_curves; ++j) {{"
-    "\n                        if (!measured || measured.indexOf(param_values[j]) >= 0) {{ item.push(j); }}"
-    "\n                    }}"
-    "\n                    if (item.length == 0) {{ item.push(0); }}"
+    f"var measured = ((index.{MEASURED_KEY} || {{}})[current_benchmark] || [])[k];"
+    "  /* mpsbench: values with data (site.patches) */"
+    "\n                    for (var j = 0; j < param_values.length && (item.length+1)*count <= max_curves; ++j) {"
+    "\n                        if (!measured || measured.indexOf(param_values[j]) >= 0) { item.push(j); }"
+    "\n                    }"
+    "\n                    if (item.length == 0) { item.push(0); }"
 )
-GRID_SCRIPT = "summarygrid.js"
 EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
 MEASURED_TILES = (
-    EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
+    f"{EVERY_TILE}\n            if (main_json.{MEASURED_KEY} && !main_json.{MEASURED_KEY}[bm_name]) {{ return; }}"
     "  /* mpsbench: tiles with data only (site.patches) */"
 )
 LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
@@ -56,18 +60,6 @@ def insert_once(
     index.write_text(text[: found.end()] + addition + text[found.end() :], "utf-8")
 
 
-def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str = "") -> None:
-    pattern = re.compile(re.escape(old)) if isinstance(old, str) else old
-    text = script.read_text("utf-8")
-    if new in text:
-        return
-    if len(pattern.findall(text)) != 1:
-        raise SiteAssetError(
-            f"{script} has no one {what or repr(old)}; a different asv version? see mpsbench.site.patches"
-        )
-    script.write_text(pattern.sub(lambda _: new, text), "utf-8")
-
-
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
     item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
     insert_once(
@@ -79,50 +71,48 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
     )
 
 
-def show_every_channel(html_dir: Path) -> None:
-    _replace_once(html_dir / GRAPH_SCRIPT, FIRST_BRANCH_ONLY, EVERY_BRANCH)
-
-
-def select_measured_values(html_dir: Path, key: str) -> None:
-    """The graph page selects on load only the param values index.json's ``key`` lists."""
-    _replace_once(
-        html_dir / GRAPH_SCRIPT,
-        FIRST_VALUES,
-        MEASURED_VALUES.format(key=key),
-        "loop selecting the first param values",
-    )
-
-
-def grid_of_measured(html_dir: Path, key: str) -> None:
-    """asv's grid draws only benchmarks with a recorded value."""
-    _replace_once(html_dir / GRID_SCRIPT, EVERY_TILE, MEASURED_TILES.replace("KEY", key))
-
-
 def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str], what: str) -> None:
     (html_dir / target).parent.mkdir(parents=True, exist_ok=True)
     (html_dir / target).write_text(
         resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
     )
-    tag = f'<script src="{target}"></script>\n'
-    insert_once(html_dir, f'src="{target}"', anchor, what, tag)
+    insert_once(html_dir, f'src="{target}"', anchor, what, f'<script src="{target}"></script>\n')
 
 
-def label_lone_points(html_dir: Path) -> None:
+def patch_graphs(html_dir: Path) -> None:
+    """Every channel, only measured param values and tiles, lone points labelled."""
+    for script, old, new, what in (
+        (GRAPH_SCRIPT, re.escape(FIRST_BRANCH_ONLY), EVERY_BRANCH, repr(FIRST_BRANCH_ONLY)),
+        (GRAPH_SCRIPT, FIRST_VALUES, MEASURED_VALUES, "loop selecting the first param values"),
+        (GRID_SCRIPT, re.escape(EVERY_TILE), MEASURED_TILES, repr(EVERY_TILE)),
+    ):
+        text = (path := html_dir / script).read_text("utf-8")
+        if new in text:
+            continue
+        if len(around := re.split(old, text)) != 2:
+            raise SiteAssetError(
+                f"{path} has no one {what}; a different asv version? see mpsbench.site.patches"
+            )
+        path.write_text(new.join(around), "utf-8")
     _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, "asv.js script")
 
 
-def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
-    """Keeps on the top axis only tags of measured builds; returns the others."""
+@contextlib.contextmanager
+def index_json(html_dir: Path) -> Iterator[dict[str, Any]]:
     path = html_dir / "index.json"
     index = json.loads(path.read_text("utf-8"))
-    hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
-    kept = {
-        tag: revision for tag, revision in tags.items() if hashes.get(str(revision)) in measured
-    }
-    if kept != tags:
-        index["tags"] = kept
-        path.write_text(json.dumps(index), "utf-8")
-    return sorted(tags.keys() - kept.keys())
+    yield index
+    path.write_text(json.dumps(index, separators=(",", ":")), "utf-8")
+
+
+def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
+    """Returns the tags left out."""
+    with index_json(html_dir) as index:
+        hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
+        index["tags"] = {
+            tag: revision for tag, revision in tags.items() if hashes.get(str(revision)) in measured
+        }
+    return sorted(tags.keys() - index["tags"].keys())
 
 
 def twin(data: str) -> str:
@@ -130,7 +120,7 @@ def twin(data: str) -> str:
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """The file:// loader and a .js twin of every JSON file (so it runs last); the twins made."""
+    """The file:// loader and a .js twin of each JSON file; the twins made."""
     _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, "jQuery script")
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:

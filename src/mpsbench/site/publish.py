@@ -1,4 +1,4 @@
-"""``mpsbench publish``: the site built beside html_dir, then renamed over it whole."""
+"""``mpsbench publish``: the site built beside html_dir, then swapped in whole."""
 
 from __future__ import annotations
 
@@ -30,18 +30,14 @@ def staging(html: Path) -> Path:
     return html.parent / f".{html.name}.publishing"
 
 
-def kept(suite: Suite) -> list[files.Kept]:
+def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     conf = suite.conf
-    return [
+    keep = [
         files.Kept("the results folder", conf.results, nothing_inside=True),
         *([files.Kept("the timeline", conf.repo, nothing_inside=True)] if conf.repo else []),
         files.Kept("the folder of the config", conf.root),
         files.Kept("the repository", asvconf.ROOT),
     ]
-
-
-def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
-    conf, keep = suite.conf, kept(suite)
     files.check_owned(conf.html, keep, f"html_dir {conf.html} of {conf.path}")
     if given := [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]:
         raise UserError(
@@ -90,12 +86,9 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     log.info(f"making the site self-contained (npm registry, cache {site_assets.CACHE})")
     site_assets.make_offline(html)
     patches.add_nav_link(html, "Figures", figures)
-    patches.show_every_channel(html)
     summaries = landing.write(html, conf.results, suite.reader, figures)
     log.info(f"index.html opens on the step times of {len(summaries)} machines")
-    patches.select_measured_values(html, landing.MEASURED_KEY)
-    patches.grid_of_measured(html, landing.MEASURED_KEY)
-    patches.label_lone_points(html)
+    patches.patch_graphs(html)
     if dropped := patches.keep_measured_tags(html, measured):
         more = ", ..." if len(dropped) > 5 else ""
         log.info(

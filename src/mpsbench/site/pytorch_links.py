@@ -1,4 +1,4 @@
-"""Points the site's commit links at PyTorch's commits through pytorch.html's redirect."""
+"""Commit links through pytorch.html's redirect to PyTorch's commits."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
+from mpsbench.site import patches
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
@@ -40,14 +41,12 @@ def _row(timeline: Reader, commit: str, git: str | None) -> str:
 
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
-    """Writes pytorch.html, points index.json and the feed at it; each build's git_version."""
-    index_path = site / "index.json"
-    index = json.loads(index_path.read_text())
-    commits = list(index["revision_to_hash"].values())
+    """Returns each build's git_version."""
+    with patches.index_json(site) as index:
+        commits = list(index["revision_to_hash"].values())
+        index["show_commit_url"] = SHOW_COMMIT_URL
     parents = [parent for commit in commits if (parent := timeline.parent(commit))]
     builds = {commit: timeline.git_version(commit) for commit in commits + parents}
-    index["show_commit_url"] = SHOW_COMMIT_URL
-    index_path.write_text(json.dumps(index, separators=(",", ":")))
     rows = "".join(_row(timeline, commit, git) for commit, git in builds.items())
     data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace(
         "</", "<\\/"
@@ -67,7 +66,7 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     def upstream(match: re.Match[str]) -> str:
         old, new = match.group(1), match.group(2) or match.group(3)
         if full_new := _full(builds, new):
-            # one commit: asv means the change from the build before it
+            # one commit: asv means the change from its parent
             full_old = _full(builds, old) if old else timeline.parent(full_new)
             return upstream_url(builds, full_old, full_new) or SHOW_COMMIT_URL + new
         return SHOW_COMMIT_URL + new

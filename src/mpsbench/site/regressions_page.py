@@ -1,5 +1,5 @@
-"""The published Regressions page re-judged row by row: only the slower and the wrong stay in
-regressions.json and its feed; every verdict goes to JUDGED."""
+"""The Regressions page re-judged row by row: only the slower and the wrong stay; every verdict
+in JUDGED."""
 
 from __future__ import annotations
 
@@ -20,10 +20,14 @@ from mpsbench.regressions import explain, rule
 from mpsbench.results import recorded
 
 JUDGED = "regressions-judged.json"
-FeedKey = tuple[str, str | None, str]  # row, machine (None where the link names none), commits
+FeedKey = tuple[str, str | None, str]  # row, machine if named, commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20
 EXPLAINED = "explain"
+
+
+def _ratio(before: float, after: float) -> float:
+    return after / before if before else math.inf
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
@@ -71,7 +75,6 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
 def judge_site(
     html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader
 ) -> list[dict[str, Any]]:
-    """Judges every jump of the site's regressions.json and rewrites it and the feed."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
     rows = {row.entry: row for table in found.values.values() for row in table}
@@ -100,7 +103,7 @@ def judge_site(
                 verdict = rule.Judgement(
                     rule.Decision.SLOWER,
                     rule.Decision.SLOWER.value,
-                    after / before if before else math.inf,
+                    _ratio(before, after),
                     0.0,
                     "asv's step detection (no recorded values to judge)",
                 )
@@ -125,7 +128,7 @@ def judge_site(
             if verdict.regressed:
                 if old:
                     judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
-                # a one-build jump: the range from the build before, as asv links it
+                # a one-build jump: from its parent, as asv links it
                 kept_jumps.append(
                     [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
                 )
@@ -149,20 +152,14 @@ class Regression:
     machine: str
     old_commit: str | None
     new_commit: str
-    before: float
-    after: float
+    ratio: float
     revision: int
     graph: str = ""
     kind: str = "slower"  # or a correctness verdict
     explain: str = ""
 
-    @property
-    def ratio(self) -> float:
-        return self.after / self.before if self.before else math.inf
-
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
-    """Copies explain's table of this jump into the site: its link, or ""."""
     table = explain.stored(results_dir) / explain.stored_name(name, old, new)
     if not table.is_file():
         return ""
@@ -172,7 +169,7 @@ def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str)
 
 
 def latest(html: Path, timeline: Reader) -> list[Regression]:
-    """The newest jumps of the published regressions.json, newest first."""
+    """The newest jumps of regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
     regressed = {
         (j["benchmark"], j["machine"] or "", j["new"]): j
@@ -191,8 +188,7 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
                     machine,
                     old,
                     new,
-                    float(before),
-                    float(after),
+                    _ratio(before, after),
                     int(new_revision),
                     _graph_url(index, name, machine, idx, old, new),
                     judged.get("verdict", "slower"),
@@ -214,7 +210,7 @@ def set_aside(html: Path) -> list[dict[str, Any]]:
 
 
 def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
-    """Drops the feed entries of jumps not ``kept`` and retitles the wrong results."""
+    """Keeps the entries of ``kept`` jumps, retitling the wrong results."""
     if not feed.is_file():
         return
     ET.register_namespace("", ATOM)

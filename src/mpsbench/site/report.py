@@ -1,4 +1,4 @@
-"""The figures page (summary.md and summary.html) of an asv results directory."""
+"""The figures page (summary.md, summary.html) of a results directory."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ ERRORS = (
     "benchmark_patterns.ReportedCorrectness.track_relative_error",
 )
 DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
-NEWEST = 12  # builds per machine in the correctness table
+CORRECTNESS_BUILDS = 12
 PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
 DECODE = "benchmark_modern.LlmDecode.time_decode"
 
@@ -53,7 +53,7 @@ def _per_model(
     model: Callable[[T], str],
     draw: Callable[[str, list[T], Path], Any],
 ) -> list[Block]:
-    drawn = tp.in_order({model(item) for item in items}, models.NAMES)
+    drawn = sorted({model(item) for item in items}, key=lambda name: tp.ranked(name, models.NAMES))
     for each in drawn:
         draw(each, [item for item in items if model(item) == each], save(f"{name}_{each}.png"))
     return [Image(f"{name}_{each}.png", f"{each} {what}") for each in drawn]
@@ -82,8 +82,8 @@ def _speedup(results: tp.Results, save: Save) -> list[Block]:
             s.kind,
             s.machine,
             s.device,
-            batch_note(s.gpu),
-            batch_note(s.cpu),
+            batch_note(s.gpu.step),
+            batch_note(s.cpu.step),
             number(s.gpu.samples_per_second),
             number(s.cpu.samples_per_second),
             f"{s.ratio:.2f}x",
@@ -104,11 +104,11 @@ def _machines(results: tp.Results, save: Save) -> list[Block]:
     points = tp.across_machines(results)
     rows = [
         [
-            p.workload.model,
-            p.workload.kind,
+            p.step.model,
+            p.step.kind,
             p.machine,
-            p.workload.device,
-            batch_note(p),
+            p.step.device,
+            batch_note(p.step),
             number(p.samples_per_second),
             p.commit[:8],
         ]
@@ -120,7 +120,7 @@ def _machines(results: tp.Results, save: Save) -> list[Block]:
             "machines",
             "across machines",
             points,
-            lambda p: p.workload.model,
+            lambda p: p.step.model,
             figures.machines,
         ),
         _table("model, kind, machine, device, batch, samples/s, build", rows),
@@ -137,7 +137,7 @@ def _batches(results: tp.Results, save: Save) -> list[Block]:
         "throughput across batch sizes",
         curves,
         lambda curve: curve[0][0],
-        lambda model, mine, path: figures.batches(model, dict(mine), path),
+        figures.batches,
     )
     return [*images, _table("model, kind, machine, device, batch, samples/s", rows)]
 
@@ -214,7 +214,7 @@ def _correctness_key(row: recorded.Row) -> tuple[bool, str]:
 def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
     blocks: list[Block] = []
     for machine in found.machines:
-        builds = found.builds(machine)[-NEWEST:]
+        builds = found.builds(machine)[-CORRECTNESS_BUILDS:]
         rows = {
             row
             for c in builds
@@ -247,26 +247,20 @@ def _tokens(results: tp.Results, save: Save) -> list[Block]:
     sizes = models.LLAMA_GENERATION
     batch, prompt = sizes["batch"], sizes["prompt_tokens"]
     rows = results.newest({PREFILL, DECODE})
-    prefill = {(m, p["device"], p["model"]): ms(v) for m, p, v in rows[PREFILL]}
-    decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
-    if not decode:
+    if not (decode := sorted(rows[DECODE].items())):
         return ["No machine has decode results (benchmark_modern.LlmDecode)."]
     figures.tokens(
-        [(m, d) for m, d, _, _ in decode],
-        [batch / seconds for *_, seconds in decode],
+        [
+            (m, device, batch / seconds, f"{batch / seconds:.1f}")
+            for (m, device, _), seconds in decode
+        ],
         f"{models.LLAMA_NAME}: greedy decode after a {prompt}-token prompt, batch {batch}",
         save("tokens.png"),
     )
+    prefill = rows[PREFILL]
     table = [
-        [
-            m,
-            d,
-            model,
-            f"{batch / seconds:.1f}",
-            ms(seconds),
-            prefill.get((m, d, model), "-"),
-        ]
-        for m, d, model, seconds in decode
+        [*key, f"{batch / seconds:.1f}", ms(seconds), ms(prefill[key]) if key in prefill else "-"]
+        for key, seconds in decode
     ]
     return [
         Image("tokens.png", "decode tokens per second"),
@@ -285,10 +279,10 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
     rows = [
         [
             c.machine,
-            c.workload.kind,
-            c.workload.model,
-            c.workload.device,
-            str(c.workload.batch),
+            c.step.kind,
+            c.step.model,
+            c.step.device,
+            str(c.step.batch),
             ms(c.before.value),
             ms(c.after.value),
             f"{c.ratio:.3f}",
@@ -363,7 +357,6 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
 def build(
     results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None
 ) -> None:
-    """Writes the figures, summary.md and summary.html into ``out_dir``."""
     results = tp.load(results_dir)
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(

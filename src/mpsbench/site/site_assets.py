@@ -1,4 +1,4 @@
-"""Makes a published asv site self-contained: its CDN libraries copied from the npm registry."""
+"""A published asv site made self-contained: its CDN libraries from the npm registry."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import io
 import os
 import re
 import tarfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,7 +25,7 @@ REGISTRY = "https://registry.npmjs.org"
 
 
 class SiteAssetError(UserError):
-    """A published site that cannot be patched or made self-contained."""
+    """A site that cannot be patched or made self-contained."""
 
 
 class Unreachable(SiteAssetError):
@@ -166,13 +165,6 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
     raise SiteAssetError(f"{spec} has no file {path}")
 
 
-@dataclass(frozen=True)
-class Load:
-    page: Path
-    url: str
-    integrity: str
-
-
 def _source(tag: str) -> tuple[str, dict[str, str]]:
     found = {name.lower(): html.unescape(value) for name, _, value in _ATTRIBUTE.findall(tag)}
     return found.get("src") or found.get("href") or "", found
@@ -182,15 +174,19 @@ def pages(html_dir: Path) -> list[Path]:
     return sorted(html_dir.glob("*.html"))
 
 
-def external_loads(page: Path) -> Iterator[Load]:
-    for found in _TAG.finditer(page.read_text("utf-8")):
-        url, attributes = _source(found.group(0))
-        if _EXTERNAL.match(url):
-            yield Load(page, url, attributes.get("integrity", ""))
+def external_loads(html_dir: Path) -> dict[str, str]:
+    """Each URL the pages load from elsewhere, with its first integrity pin."""
+    found: dict[str, str] = {}
+    for page in pages(html_dir):
+        for tag in _TAG.finditer(page.read_text("utf-8")):
+            url, attributes = _source(tag.group(0))
+            if _EXTERNAL.match(url):
+                found.setdefault(url, attributes.get("integrity", ""))
+    return found
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Points known tags at their local copies, less the CORS attributes file:// cannot serve."""
+    """Known tags to their local copies, without the CORS attributes file:// refuses."""
 
     def replace(found: re.Match[str]) -> str:
         tag, url = found.group(0), _source(found.group(0))[0]
@@ -226,11 +222,11 @@ def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left:
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copies every CDN library into the site and points the pages at them; the files written."""
+    """Returns the files written."""
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
-    loads = [load for page in pages(html_dir) for load in external_loads(page)]
-    if unknown := sorted({load.url for load in loads} - set(ASSETS)):
+    loads = external_loads(html_dir)
+    if unknown := sorted(loads.keys() - ASSETS.keys()):
         raise SiteAssetError(
             f"{unknown[0]} (loaded by the pages) is not in mpsbench.site.site_assets.ASSETS; a"
             " different asv version? add it there"
@@ -240,8 +236,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     substitutes: set[str] = set()
     down: dict[str, str] = {}
     left_on_cdn: set[str] = set()
-    page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's
-    for url, integrity in sorted(page_integrity.items()):
+    for url, integrity in sorted(loads.items()):
         asset, host = ASSETS[url], _host(url)
         try:
             data = {

@@ -1,14 +1,14 @@
-"""Throughput per machine, build and workload, and the points each figure plots."""
+"""Throughput per machine, build and step, and the points each figure plots."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mpsbench.builds.timeline import Reader
+from mpsbench.core import asv
 from mpsbench.measure import devices, models
 from mpsbench.results import recorded
 
@@ -16,12 +16,12 @@ CLASSES = {"training": "benchmark_models.Training", "inference": "benchmark_mode
 KINDS = tuple(CLASSES)
 TIME = "time_step"
 JOULES = "track_joules_per_step"
+COMPILE_SECONDS = "track_compile_seconds"
 METRICS = {
     f"{cls}{suffix}.{metric}": (kind, metric)
     for kind, cls in CLASSES.items()
     for metric, suffix in ((TIME, ""), ("track_throughput", "Capacity"), (JOULES, "Capacity"))
 }
-PARAM_NAMES = ("device", "model", "batch_size")  # without benchmarks.json
 CPU = "cpu"
 FALLBACK_NOTE = (
     "bs N*: not the model's seed batch, which that device has no value for: its largest batch."
@@ -41,10 +41,13 @@ class Step:
     device: str
     batch: int
 
+    @property
+    def seed(self) -> bool:
+        return self.batch == seed_batch(self.model)
+
 
 Build = tuple[str, str]
 Timed = tuple[recorded.Row, recorded.Measured]
-Newest = dict[str, list[tuple[str, dict[str, Any], float]]]
 
 
 @dataclass
@@ -62,19 +65,16 @@ class Results:
     def builds(self, machine: str) -> list[str]:
         return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
-    def newest(self, names: set[str]) -> Newest:
-        """(machine, params, value) of each named benchmark on each machine's newest build."""
-        found: Newest = {name: [] for name in names}
+    def newest(self, names: set[str]) -> dict[str, dict[tuple[Any, ...], float]]:
+        """Values on each machine's newest build, by name and (machine, *params)."""
+        found: dict[str, dict[tuple[Any, ...], float]] = {name: {} for name in names}
+        described = names & self.param_names.keys()  # as asv publish shows
         for machine in self.recorded.machines:
             newest = self.recorded.values[(machine, self.recorded.builds(machine)[-1])]
             for row, measured in newest.items():
-                if (
-                    row.benchmark in found
-                    and row.benchmark in self.param_names
-                    and measured.value > 0
-                ):
-                    params = recorded.named(row, self.param_names[row.benchmark])
-                    found[row.benchmark].append((machine, params, measured.value))
+                if row.benchmark in described and measured.value > 0:
+                    key = (machine, *asv.param_values(row.params))
+                    found[row.benchmark][key] = measured.value
         return found
 
 
@@ -85,8 +85,8 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
             if row.benchmark not in METRICS or measured.value <= 0:
                 continue
             kind, metric = METRICS[row.benchmark]
-            p = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
-            step = Step(kind, str(p["model"]), str(p["device"]), int(p["batch_size"]))
+            device, model, batch = asv.param_values(row.params)
+            step = Step(kind, str(model), str(device), int(batch))
             if metric == JOULES:
                 results.joules.setdefault(build, {})[step] = measured.value
             elif metric == TIME:  # a step time wins over a capacity throughput
@@ -105,13 +105,27 @@ def seed_batch(model: str) -> int | None:
     return spec.seed_batch_size if (spec := models.REGISTRY.get(model)) else None
 
 
+def ranked(name: str, names: Sequence[str]) -> tuple[int, str]:
+    """Registered names first, in registry order, then the others by name."""
+    return (names.index(name), "") if name in names else (len(names), name)
+
+
 @dataclass(frozen=True)
 class Point:
     machine: str
     commit: str
-    workload: Step
+    step: Step
     samples_per_second: float
-    seed: bool
+
+
+def _order(point: Point) -> tuple[Any, ...]:
+    step = point.step
+    return (
+        ranked(step.model, models.NAMES),
+        KINDS.index(step.kind),
+        point.machine,
+        ranked(step.device, devices.NAMES),
+    )
 
 
 def chosen(measured: Iterable[Step], kind: str, model: str, device: str) -> Step | None:
@@ -121,28 +135,16 @@ def chosen(measured: Iterable[Step], kind: str, model: str, device: str) -> Step
     return Step(kind, model, device, seed if seed in batches else max(batches)) if batches else None
 
 
-def pick(
-    results: Results, machine: str, commit: str, kind: str, model: str, device: str
-) -> Point | None:
+Chosen = dict[tuple[str, str, str], Point]  # by kind, model and device
+
+
+def _points(results: Results, machine: str, commit: str) -> Chosen:
     measured = results.samples.get((machine, commit), {})
-    if step := chosen(measured, kind, model, device):
-        return Point(machine, commit, step, measured[step], step.batch == seed_batch(model))
-    return None
-
-
-def in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
-    return [name for name in names if name in present] + sorted(present - set(names))
-
-
-def models_in(results: Results) -> list[str]:
-    return in_order({w.model for found in results.samples.values() for w in found}, models.NAMES)
-
-
-def _newest(results: Results) -> Iterator[tuple[str, str, str, list[str]]]:
-    for model, machine in itertools.product(models_in(results), results.machines):
-        commit = results.builds(machine)[-1]
-        found = {w.device for w in results.samples[(machine, commit)] if w.model == model}
-        yield model, machine, commit, in_order(found, devices.NAMES)
+    return {
+        key: Point(machine, commit, step, measured[step])
+        for key in {(s.kind, s.model, s.device) for s in measured}
+        if (step := chosen(measured, *key))
+    }
 
 
 @dataclass(frozen=True)
@@ -159,35 +161,24 @@ class Speedup:
         return self.gpu.samples_per_second / self.cpu.samples_per_second
 
 
-def _speedups(
-    results: Results, machine: str, commit: str, model: str, gpus: Iterable[str]
-) -> Iterator[Speedup]:
-    for device, kind in itertools.product(gpus, KINDS):
-        gpu = pick(results, machine, commit, kind, model, device)
-        if gpu and (cpu := pick(results, machine, commit, kind, model, CPU)):
-            yield Speedup(machine, kind, model, device, gpu, cpu)
+def _speedups(found: Chosen, gpus: Iterable[str]) -> Iterator[Speedup]:
+    for gpu in sorted(found.values(), key=_order):
+        step = gpu.step
+        if step.device in gpus and (cpu := found.get((step.kind, step.model, CPU))):
+            yield Speedup(gpu.machine, step.kind, step.model, step.device, gpu, cpu)
+
+
+def _newest(results: Results) -> Iterator[Chosen]:
+    return (_points(results, m, results.builds(m)[-1]) for m in results.machines)
 
 
 def speedups(results: Results) -> list[Speedup]:
-    return [
-        speedup
-        for model, machine, commit, found in _newest(results)
-        for speedup in _speedups(results, machine, commit, model, [d for d in found if d != CPU])
-    ]
+    found = (s for each in _newest(results) for s in _speedups(each, devices.GPU_NAMES))
+    return sorted(found, key=lambda s: _order(s.gpu))
 
 
 def across_machines(results: Results) -> list[Point]:
-    rank = {model: i for i, model in enumerate(models_in(results))}
-    return sorted(
-        (
-            point
-            for model, machine, commit, found in _newest(results)
-            for kind in KINDS
-            for device in found
-            if (point := pick(results, machine, commit, kind, model, device))
-        ),
-        key=lambda p: (rank[p.workload.model], KINDS.index(p.workload.kind)),
-    )
+    return sorted((p for each in _newest(results) for p in each.values()), key=_order)
 
 
 def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
@@ -203,7 +194,7 @@ class Change:
     machine: str
     old: str
     new: str
-    workload: Step
+    step: Step
     row: recorded.Row
     before: recorded.Measured
     after: recorded.Measured
@@ -248,22 +239,14 @@ class Pair:
 
 
 def eager_and_compiled(results: Results) -> list[Pair]:
-    names = {f"{c}.{m}" for c in COMPILED.values() for m in (TIME, "track_compile_seconds")}
+    names = {f"{c}.{m}" for c in COMPILED.values() for m in (TIME, COMPILE_SECONDS)}
     rows = results.newest(names | {name for eager in EAGER.values() for name in eager})
     found = []
     for kind, cls in COMPILED.items():
-        compiling = {
-            (m, p["device"], p["model"]): v for m, p, v in rows[f"{cls}.track_compile_seconds"]
-        }
-        eager = {
-            (m, p["device"], p["model"], p["batch_size"]): v
-            for name in EAGER[kind]
-            for m, p, v in rows[name]
-        }
-        for machine, params, seconds in rows[f"{cls}.{TIME}"]:
-            device, model = str(params["device"]), str(params["model"])
+        eager = {key: value for name in EAGER[kind] for key, value in rows[name].items()}
+        for (machine, device, model), seconds in rows[f"{cls}.{TIME}"].items():
             if (twin := eager.get((machine, device, model, seed_batch(model)))) is not None:
-                spent = compiling.get((machine, device, model))
+                spent = rows[f"{cls}.{COMPILE_SECONDS}"].get((machine, device, model))
                 found.append(Pair(machine, kind, device, model, twin, seconds, spent))
     return sorted(found, key=lambda p: (p.machine, p.device, p.kind, p.model))
 
@@ -271,16 +254,16 @@ def eager_and_compiled(results: Results) -> list[Pair]:
 @dataclass(frozen=True)
 class ReleasePoint:
     python: str
-    machine: str
-    kind: str
-    model: str
     torch_version: str
     date_ms: int
     link: str
+    machine: str
+    kind: str
+    model: str
     ratio: float
 
 
-# (results, machine, build) -> (machine label, kind, model, ratio)
+# -> (machine label, kind, model, ratio)
 Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 
 
@@ -288,9 +271,7 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
     """Every build's ``ratios``, per Python: none has wheels for every release."""
     names = recorded.param_names(results_dir)
     return [
-        ReleasePoint(
-            python, *row[:3], timeline.version(c), each.dates.get(c, 0), timeline.link(c), row[3]
-        )
+        ReleasePoint(python, timeline.version(c), each.dates.get(c, 0), timeline.link(c), *row)
         for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items())
         for results in [_results(each, names)]
         for machine in each.machines
@@ -304,9 +285,8 @@ def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint
         results_dir,
         timeline,
         lambda results, machine, commit: (
-            (machine, s.kind, model, s.ratio)
-            for model in models_in(results)
-            for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE])
+            (machine, s.kind, s.model, s.ratio)
+            for s in _speedups(_points(results, machine, commit), [BY_RELEASE_DEVICE])
         ),
     )
 
@@ -318,6 +298,6 @@ def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]
         lambda results, machine, commit: (
             (f"{machine} {step.device}", step.kind, step.model, step.batch / joules)
             for step, joules in results.joules.get((machine, commit), {}).items()
-            if step.batch == seed_batch(step.model)
+            if step.seed
         ),
     )
