@@ -448,9 +448,9 @@ def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
         "--threads",
         "1",
         "--min-rounds",
-        "4",
+        "6",  # above verdict.MIN_ROUNDS: no early look, which may decide at round 3
         "--max-rounds",
-        "4",
+        "6",
     )
     assert done.returncode in (0, 3), done.stdout + done.stderr
     rounds = [
@@ -461,8 +461,8 @@ def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
         for line in rounds
         for part in line.split(": ", 1)[1].split(";")[0].split(", ")
     ]
-    # an undecided pair goes on past --max-rounds while the budget lasts (extra looks): the planned 4 rounds
-    assert len(ours) >= 8, done.stdout
+    # the first 4 rounds, as asv's run below (an undecided pair goes on past --max-rounds)
+    assert len(ours) >= 12, done.stdout
     ours = ours[:8]
     taken = [
         int(line.split(" processes (")[1].split()[0])
