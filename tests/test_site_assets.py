@@ -280,3 +280,20 @@ def test_the_publish_step_runs_without_node_on_path(tmp_path, npm_cache):
     )
     assert done.returncode == 0, done.stderr
     assert site_assets.external_loads(site) == {}
+
+
+def test_a_load_the_rewrite_missed_is_refused_by_name(fake_site, monkeypatch):
+    """A tag written another way than asv writes it (here its & as &#38;) stays on the CDN: the run
+    says which page still loads what, not that the site is offline."""
+    html, cache = fake_site
+    url = FAKE_URL + "?v=1&x=2"
+    monkeypatch.setattr(
+        site_assets, "ASSETS", {url: Asset(url, "fakelib@1.0.0", "dist/fakelib.min.js")}
+    )
+    page = html / "index.html"
+    page.write_text(
+        f'<html><head>\n<script src="{url.replace("&", "&#38;")}"'
+        f' integrity="{_sri(FAKE_JS)}"></script>\n</head></html>\n'
+    )
+    with pytest.raises(SiteAssetError, match=r"^index\.html still loads .*x=2 after rewriting$"):
+        site_assets.make_offline(html, cache)
