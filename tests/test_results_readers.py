@@ -40,10 +40,8 @@ OTHER_JSON = {
     ("regressions/serve_build.py", "main"): "compare's request lines",
     ("site/regressions_page.py", "_published"): "the site's regressions.json and index.json",
     ("site/regressions_page.py", "_judged"): "the site's judged regressions",
-    ("site/patches.py", "keep_measured_tags"): "the site's index.json",
+    ("site/patches.py", "index_json"): "the site's index.json, to change and write back",
     ("site/patches.py", "make_readable_from_disk"): "the site's JSON documents, checked",
-    ("site/landing.py", "write"): "the site's index.json",
-    ("site/pytorch_links.py", "rewrite"): "the site's index.json",
 }
 # asv's load_json outside recorded.py: what it reads.
 OTHER_LOAD_JSON = {
