@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 from mpsbench import bench
 from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
-from mpsbench.context import Suite, require_usable, usable_devices
+from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
@@ -221,7 +221,7 @@ def cmd_models() -> None:
 )
 def cmd_devices(usable: bool) -> None:
     found = bench.check_setup()
-    print(",".join(usable_devices()) if usable else found)
+    print(",".join(devices.usable_names()) if usable else found)
 
 
 @command(
@@ -240,7 +240,7 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
     spec, on = models.get(model), devices.get(device)
     batch = batch_size or spec.seed_batch_size
     models.check_batch_size(spec, batch)
-    require_usable([on])
+    devices.require_usable([on])
     has = {"training": spec.trains, "inference": spec.trainable is None}
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for each in [kind] if kind != "both" else [k for k in workloads.KINDS if has[k]]:

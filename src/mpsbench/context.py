@@ -1,8 +1,7 @@
-"""What a command works on: the suite's files, each read once, and the devices."""
+"""The suite a command works on: asv.conf.json, the manifest and the timeline, each read once."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -11,7 +10,6 @@ from mpsbench.builds import history
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import timeline as tl
 from mpsbench.core import asvconf
-from mpsbench.core.errors import UserError
 
 
 @dataclass
@@ -56,20 +54,3 @@ class Suite:
     @property
     def reader(self) -> tl.Reader:
         return tl.Reader(self.conf.repo)
-
-
-def usable_devices() -> list[str]:
-    from mpsbench.measure import devices  # imports torch
-
-    return [name for name in devices.NAMES if devices.get(name).usable]
-
-
-def require_usable(names: Sequence[str]) -> None:
-    from mpsbench.measure import devices
-
-    for name in names:
-        if not (found := devices.get(name).availability()).usable:
-            usable = usable_devices()
-            hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
-            mac = " (mps needs a Mac with Apple silicon)" if name == "mps" else ""
-            raise UserError(f"device {name} is not usable here: {found.reason}{hint}{mac}")

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from mpsbench.builds import history, machine
 from mpsbench.builds import manifest as mf
-from mpsbench.context import Suite, require_usable
+from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, files, progress, ranges, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
+from mpsbench.measure.devices import require_usable
 from mpsbench.regressions import alerts, bisection, fresh, nightlies
 from mpsbench.results import merge, record, recorded
 from mpsbench.site import publish as site

@@ -173,6 +173,20 @@ def present(name: str) -> bool:
     return device is Device.CPU or (sys.platform == "darwin" and platform.machine() == "arm64")
 
 
+def usable_names() -> list[str]:
+    return [name for name in NAMES if Device(name).usable]
+
+
+def require_usable(names: Iterable[str]) -> None:
+    """A user's device that cannot run here: one line with why and the usable ones."""
+    for name in names:
+        if not (found := Device(name).availability()).usable:
+            usable = usable_names()
+            hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
+            mac = " (mps needs a Mac with Apple silicon)" if name == "mps" else ""
+            raise errors.UserError(f"device {name} is not usable here: {found.reason}{hint}{mac}")
+
+
 def absent_reason(name: str) -> str | None:
     if present(name):
         return None
