@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Collection
 
 
 class UserError(ValueError):
     """A bad value, a missing file, a refused action."""
+
+
+def one_of(
+    what: str, name: str, choices: Collection[str], error: type[Exception] = UserError
+) -> str:
+    """``name``, or ``error`` naming it and the choices."""
+    if name not in choices:
+        raise error(f"unknown {what} {name!r}; choose one of: {', '.join(choices)}")
+    return name
 
 
 def first_line(exc: BaseException) -> str:

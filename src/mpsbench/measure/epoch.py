@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
 from mpsbench.measure.optional_torch import torch
 
@@ -126,7 +127,7 @@ class EpochRunner:
     ) -> None:
         from torch.utils.data import DataLoader
 
-        size = DATASETS[models.one_of("dataset", dataset, DATASETS)]
+        size = DATASETS[errors.one_of("dataset", dataset, DATASETS)]
         self.workload, self.device = workload, workload.device
         self.train, self.test = make_datasets(size, workload.spec.num_classes)
         self.loaders = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,16 +319,8 @@ MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
 )
 
 
-def one_of(
-    what: str, name: str, choices: Collection[str], error: type[Exception] = errors.UserError
-) -> str:
-    if name not in choices:
-        raise error(f"unknown {what} {name!r}; choose one of: {', '.join(choices)}")
-    return name
-
-
 def get(name: str) -> ModelSpec:
-    return REGISTRY[one_of("model", name, REGISTRY)]
+    return REGISTRY[errors.one_of("model", name, REGISTRY)]
 
 
 def check_batch_size(spec: ModelSpec, batch_size: int) -> None:

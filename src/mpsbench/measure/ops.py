@@ -55,7 +55,7 @@ class OpSpec:
     new_in_functional: bool = False
 
     def dims(self, size: str) -> Dims:
-        return self.shapes[models.one_of("size", size, SIZES)]
+        return self.shapes[errors.one_of("size", size, SIZES)]
 
     def operands(self, dims: Dims) -> dict[str, Operand]:
         found = {}
@@ -262,7 +262,7 @@ BACKWARD_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.has
 
 
 def get(name: str) -> OpSpec:
-    return REGISTRY[models.one_of("op", name, NAMES)]
+    return REGISTRY[errors.one_of("op", name, NAMES)]
 
 
 def make_inputs(

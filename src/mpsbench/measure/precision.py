@@ -7,7 +7,8 @@ import platform
 import re
 from typing import Any
 
-from mpsbench.measure import host, models
+from mpsbench.core import errors
+from mpsbench.measure import host
 from mpsbench.measure.optional_torch import torch
 
 NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -15,7 +16,7 @@ DEFAULT = "float32"
 
 
 def check_name(name: str) -> str:
-    return models.one_of("dtype", name, NAMES)
+    return errors.one_of("dtype", name, NAMES)
 
 
 def dtype_of(name: str) -> torch.dtype:

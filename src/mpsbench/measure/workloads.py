@@ -6,6 +6,7 @@ import math
 import time
 from collections.abc import Callable
 
+from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, models, precision
 from mpsbench.measure.optional_torch import nn, torch
 
@@ -137,7 +138,7 @@ def build(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    models.one_of("workload kind", kind, KINDS, WorkloadError)
+    errors.one_of("workload kind", kind, KINDS, WorkloadError)
     precision.check_name(dtype)
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
