@@ -57,6 +57,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Flaky]]:
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
+    monkeypatch.setattr(install_build, "DOWNLOAD_BACKOFF", 0.0)
     handler.url = f"http://127.0.0.1:{httpd.server_address[1]}"  # type: ignore[attr-defined]
     try:
         yield handler
@@ -66,9 +67,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Flaky]]:
 
 
 def test_a_download_cut_twice_resumes_where_it_stopped_and_arrives_whole(server, tmp_path, capsys):
-    target = install_build._download(
-        f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=5, backoff=0.0
-    )
+    target = install_build._download(f"{server.url}/torch.whl", tmp_path / "torch.whl")
     assert hashlib.sha256(target.read_bytes()).hexdigest() == hashlib.sha256(DATA).hexdigest()
     assert server.seen == [
         None,
@@ -79,30 +78,26 @@ def test_a_download_cut_twice_resumes_where_it_stopped_and_arrives_whole(server,
     assert len(said) == 2 and all("attempt" in line and "torch.whl" in line for line in said)
 
 
-def test_a_server_that_ignores_the_range_gets_the_whole_file_again(server, tmp_path):
+def test_a_server_that_ignores_the_range_gets_the_whole_file_again(server, tmp_path, monkeypatch):
     server.ranges, server.cuts = False, 1
-    target = install_build._download(
-        f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=3, backoff=0.0
-    )
+    monkeypatch.setattr(install_build, "DOWNLOAD_TRIES", 3)
+    target = install_build._download(f"{server.url}/torch.whl", tmp_path / "torch.whl")
     assert target.read_bytes() == DATA  # not the first part twice
 
 
-def test_attempts_are_bounded_and_the_last_problem_is_said(server, tmp_path):
+def test_attempts_are_bounded_and_the_last_problem_is_said(server, tmp_path, monkeypatch):
     server.cuts = 10
+    monkeypatch.setattr(install_build, "DOWNLOAD_TRIES", 3)
     with pytest.raises(
         install_build.InstallError, match=r"^torch\.whl: cannot download .* after 3 attempts: "
     ):
-        install_build._download(
-            f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=3, backoff=0.0
-        )
+        install_build._download(f"{server.url}/torch.whl", tmp_path / "torch.whl")
     assert len(server.seen) == 3
 
 
 def test_a_refused_url_is_not_retried(server, tmp_path):
     with pytest.raises(install_build.InstallError, match="404"):
-        install_build._download(
-            f"{server.url}/nothing.whl", tmp_path / "x.whl", tries=5, backoff=0.0
-        )
+        install_build._download(f"{server.url}/nothing.whl", tmp_path / "x.whl")
     assert (
         server.seen == []
     )  # the handler answered 404 before noting a wheel request; one request in all

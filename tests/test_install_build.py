@@ -103,7 +103,9 @@ def test_install_once_then_switch_by_pth(cache, venv):
         again.stdout.startswith("mpsbench: switched to cached torch 2.14.1")
         and imported(venv) == "first"
     )
-    assert json.loads((venv / "mpsbench-build.json").read_text())["fresh"] is False
+    record = json.loads((venv / "mpsbench-build.json").read_text())
+    assert record["build"] == "release@2.14.1" and record["pins"][0]["filename"].endswith(".whl")
+    assert install_build.damage(Path(record["folder"])) is None  # what heal reads
     assert installer(venv, "uninstall", venv).returncode == 0
     assert imported(venv) == "ModuleNotFoundError: No module named 'torch'"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -284,18 +285,17 @@ def open_url(url: str, method: str | None = None, timeout: float = 60, **headers
     )
 
 
-def _download(
-    url: str, target: Path, tries: int = DOWNLOAD_TRIES, backoff: float | None = None
-) -> Path:
+def _download(url: str, target: Path) -> Path:
     """Resume by HTTP Range after a cut; the caller checks sha256."""
     import http.client
 
     done, total, said, problem = 0, None, time.monotonic(), ""
-    for attempt in range(1, tries + 1):
+    for attempt in range(1, DOWNLOAD_TRIES + 1):
         if attempt > 1:
-            wait = (DOWNLOAD_BACKOFF if backoff is None else backoff) * 2 ** (attempt - 2)
+            wait = DOWNLOAD_BACKOFF * 2 ** (attempt - 2)
             _say(
-                target, f"{problem}; attempt {attempt} of {tries} in {wait:.0f} s, from byte {done}"
+                target,
+                f"{problem}; attempt {attempt} of {DOWNLOAD_TRIES} in {wait:.0f} s, from byte {done}",
             )
             time.sleep(wait)
         try:
@@ -327,7 +327,9 @@ def _download(
             http.client.HTTPException,
         ) as exc:
             problem = str(exc) or type(exc).__name__
-    raise InstallError(f"{target.name}: cannot download {url} after {tries} attempts: {problem}")
+    raise InstallError(
+        f"{target.name}: cannot download {url} after {DOWNLOAD_TRIES} attempts: {problem}"
+    )
 
 
 def _say(target: Path, text: str) -> None:
@@ -407,8 +409,6 @@ def _alive(pid: str) -> bool:
 
 def clean_leftovers(root: Path) -> list[Path]:
     """Remove the staging folders whose build lock is free and the fetches of processes gone."""
-    import fcntl
-
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
         # by the lock, not the PID: a cache shared by hosts or containers sees others' PIDs dead
@@ -458,8 +458,6 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
     folder = installed_folder(pins)
     if damage(folder) is None:
         return folder, False
-    import fcntl
-
     try:
         clean_leftovers(cache_root())
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -470,7 +468,7 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             wheels = [(fetch_wheel(pin), pin) for pin in pins]
             with tempfile.TemporaryDirectory(
                 dir=folder.parent,
-                prefix=f"{folder.name}.staging-{os.getpid()}-",
+                prefix=f"{folder.name}.staging-",
                 ignore_cleanup_errors=True,
             ) as scratch:
                 installed = Path(scratch) / "target"
@@ -561,7 +559,8 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     if placed["env"]:
         lines.append(f"import os; os.environ.update({json.dumps(placed['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
-    (env_dir / RECORD).write_text(json.dumps(placed, indent=1) + "\n")
+    record = {name: placed[name] for name in ("build", "folder", "pins")}  # what heal reads
+    (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if placed["fresh"] else "switched to cached"
     seconds = time.perf_counter() - started
     return f"mpsbench: {how} torch {placed['torch_version']} ({key}) in {seconds:.2f} s{placed['needs']}"
