@@ -55,7 +55,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
             if minor in minors and minor >= since and (known is None or version > known[0]):
                 newest[minor] = (version, f"{name}@{build.id}", build)
     ordered = [newest[minor][1:] for minor in sorted(newest)]
-    return ordered[-rule.newest :] if rule.newest is not None else ordered
+    return ordered[-rule.newest :] if rule.newest else ordered
 
 
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:

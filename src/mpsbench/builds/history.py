@@ -20,8 +20,8 @@ def append(
     channel: str,
     build: mf.Build,
     parent: str | None = None,
-) -> str:
-    """Adds ``build``, regenerating the timeline; its commit."""
+) -> None:
+    """Adds ``build``, regenerating the timeline."""
     build, originals = resolve.in_store(build)
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
@@ -37,12 +37,11 @@ def append(
             raise
         generated = timeline.generate(updated, timeline_repo)
     sync_branches(generated, timeline_repo, asvconf.load() if asvconf.CONFIG.is_file() else None)
-    commit = generated.commits[f"{channel}@{build.id}"]
     print(
         f"added {channel}@{build.id}: torch {build.torch_version}, git {build.git_version[:12]},"
-        f" {build.date}, platforms {', '.join(sorted(build.pins))}; timeline commit {commit[:12]}"
+        f" {build.date}, platforms {', '.join(sorted(build.pins))}; timeline commit"
+        f" {generated.commits[f'{channel}@{build.id}'][:12]}"
     )
-    return commit
 
 
 def add_nightly(
@@ -56,9 +55,9 @@ def add_nightly(
     transformers: str | None = None,
     transformers_index: str = resolve.PYPI,
     parent: str | None = None,
-) -> str | None:
-    """Adds the nightly of ``date`` or "latest"; None if there already."""
-    indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
+) -> None:
+    """Adds the nightly of ``date`` or "latest"."""
+    indexes = indexes or resolve.NIGHTLY_INDEXES
     manifest = mf.load(manifest_path)
     if date == "latest":
         manifest.check_new(channel, parent=parent)
@@ -68,12 +67,12 @@ def add_nightly(
         existing = manifest.channel(channel)
         if existing and any(build.id == date for build in existing.builds):
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
-            return None
+            return
     else:
         resolve.check_nightly_date(date)
     manifest.check_new(channel, date, parent)  # before minutes of resolving
     build = resolve.nightly(date, indexes, pythons, transformers, transformers_index)
-    return append(manifest_path, timeline_repo, channel, build, parent)
+    append(manifest_path, timeline_repo, channel, build, parent)
 
 
 def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvConf | None) -> None:

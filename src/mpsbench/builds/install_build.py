@@ -338,13 +338,13 @@ def _say(target: Path, text: str) -> None:
 
 def disk_problem(exc: OSError) -> InstallError:
     advice = (
-        "free space there, or set {} to a folder on a disk with room (a build takes 3-6 GB)"
+        f"free space there, or set {CACHE_ENV} to a folder on a disk with room (a build takes 3-6 GB)"
         if exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        else "make it writable, or set {} to a writable folder"
+        else f"make it writable, or set {CACHE_ENV} to a writable folder"
     )
     return InstallError(
         f"cannot write the build cache at {exc.filename or cache_root()}: {exc.strerror or exc};"
-        f" {advice.format(CACHE_ENV)}"
+        f" {advice}"
     )
 
 
@@ -390,7 +390,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             _check(pin, found, f"the wheel found at {found}")
             stored.parent.mkdir(exist_ok=True)
             if found.parent != Path(scratch):  # the user's own file stays where it is
-                found = Path(shutil.copyfile(found, Path(scratch) / found.name))
+                found = shutil.copyfile(found, Path(scratch) / found.name)
             os.replace(found, stored)
     except OSError as exc:
         raise disk_problem(exc) from None
@@ -473,8 +473,8 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             ) as scratch:
                 installed = Path(scratch) / "target"
                 _pip_install_checked("the build", wheels, Path(scratch), "--target", str(installed))
-                names = [path.name for path, _ in wheels]
-                (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
+                names = {"wheels": [path.name for path, _ in wheels]}
+                (installed / ".complete").write_text(json.dumps(names, indent=1))
                 shutil.rmtree(folder, ignore_errors=True)
                 os.replace(installed, folder)
             return folder, True
@@ -544,7 +544,7 @@ def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
         "pins": pins,
         "paths": [str(folder), str(suite_src.resolve())],
         "torch_dir": str(folder.resolve() / "torch"),
-        "env": dict(build.get("env") or {}),
+        "env": build.get("env") or {},
         "needs": ensure_suite_needs(key),
     }
 

@@ -106,16 +106,11 @@ def compute(manifest: mf.Manifest, repo: Path, env: dict[str, str] | None = None
     return generated
 
 
-def _objects(repo: Path) -> Path:
-    return (_git_dir(repo) or repo / ".git") / "objects"
-
-
 def _refuse_backward(
     repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]
 ) -> None:
     for channel, tip in generated.branches.items():
-        current = heads.get(channel)
-        if not current or current == tip:
+        if (current := heads.get(channel)) in (None, tip):
             continue
         if git.run(
             repo, "merge-base", "--is-ancestor", current, tip, check=False, env=env
@@ -130,7 +125,11 @@ def _refuse_backward(
 def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
     """What :func:`generate` would write, checked; writes nothing to ``repo``."""
     git_dir = _git_dir(repo)
-    env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
+    env = (
+        {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str((git_dir / "objects").resolve())}
+        if git_dir
+        else {}
+    )
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
         generated = compute(manifest, Path(scratch), env)
         if git_dir and not force:
@@ -162,7 +161,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
                 git.text(repo, "update-ref", f"refs/{kind}/{name}", target)
     if manifest.channels:
         head = f"refs/heads/{manifest.channels[0].name}"
-        if git.run(repo, "symbolic-ref", "HEAD", check=False).stdout.decode().strip() != head:
+        if git.text(repo, "symbolic-ref", "HEAD", check=False) != head:
             git.text(repo, "symbolic-ref", "HEAD", head)
     for stale in heads.keys() - generated.branches.keys():
         git.text(repo, "update-ref", "-d", f"refs/heads/{stale}")
@@ -178,8 +177,9 @@ def _verify(repo: Path, generated: Generated) -> None:
     )
     if done.returncode != 0:
         why = (git.said(done) or done.stdout.decode()).splitlines()[:1] or ["git fsck failed"]
+        objects = (_git_dir(repo) or repo / ".git") / "objects"
         raise UserError(
-            f"the timeline {repo} holds a damaged object ({why[0]}); delete {_objects(repo)} and run"
+            f"the timeline {repo} holds a damaged object ({why[0]}); delete {objects} and run"
             " `mpsbench timeline generate`"
         )
 
