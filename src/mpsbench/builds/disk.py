@@ -64,9 +64,9 @@ def download(
     ]
     if not fetched:
         return 0, ()
-    share = len(fetched) / len(pins)  # torch is most of the bytes
-    wheels = needed.bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
-    size = wheels if any(pin["name"] == "torch" for pin in fetched) else wheels * share
+    size = needed.bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
+    if not any(pin["name"] == "torch" for pin in fetched):  # torch is most of the bytes
+        size *= len(fetched) / len(pins)
     hosts = {urllib.parse.urlparse(pin["url"]).netloc for pin in fetched}
     if any(pin["name"] in install_build.PIP_FETCHES for pin in fetched):
         hosts.add("pip's index (pypi.org unless configured)")

@@ -155,8 +155,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     tags = _refs(repo, "tags")
     for kind, wanted, now in (("heads", generated.branches, heads), ("tags", generated.tags, tags)):
         for name, target in wanted.items():
-            # only refs that move: git logs even a no-op update, and a command refusing later
-            # must leave the timeline's files as they were
+            # only refs that move: git logs even a no-op update, which a later refusal must not leave
             if now.get(name) != target:
                 git.text(repo, "update-ref", f"refs/{kind}/{name}", target)
     if manifest.channels:
