@@ -614,14 +614,15 @@ def uninstall(env_dir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    command, args = (argv[0], [Path(arg) for arg in argv[1:]]) if argv else ("", [])
+    command, *rest = argv or [""]
+    args = [Path(arg) for arg in rest]
     try:
         if command == "install" and len(args) == 3:
             print(install(*args))
         elif command == "paths" and len(args) == 2:
             print(json.dumps(paths(*args)))
         elif command == "requirements" and len(args) == 2:
-            print(requirements(args[0], argv[2]), end="")
+            print(requirements(args[0], rest[1]), end="")
         elif command == "heal" and len(args) == 1:
             print(heal(*args), file=sys.stderr)  # a benchmark's stdout is its answer to asv
         elif command == "uninstall" and len(args) == 1:

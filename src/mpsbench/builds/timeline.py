@@ -117,8 +117,8 @@ def _refuse_backward(
         ).returncode:
             raise UserError(
                 f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not"
-                " contain it: the manifest's history of that channel changed, and the results of its"
-                " old builds would be orphaned (--force accepts it)"
+                " contain it: the manifest rewrote that channel, orphaning its old builds' results"
+                " (--force accepts it)"
             )
 
 
