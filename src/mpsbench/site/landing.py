@@ -64,8 +64,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build."""
     found = []
     for machine in results.recorded.machines:
-        builds = [c for c in results.recorded.builds(machine) if (machine, c) in results.timed]
-        if not builds:
+        if not (builds := [c for c in results.builds(machine) if (machine, c) in results.timed]):
             continue
         newest = builds[-1]
         timed = {step: measured for step, (_, measured) in results.timed[machine, newest].items()}
