@@ -153,9 +153,9 @@ class Regression:
     new_commit: str
     ratio: float
     revision: int
-    graph: str = ""
-    kind: str = "slower"  # or a correctness verdict
-    explain: str = ""
+    graph: str
+    kind: str  # "slower" or a correctness verdict
+    explain: str
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
