@@ -126,8 +126,7 @@ def test_a_registry_out_of_reach_leaves_the_cdn_tag_with_one_line_and_a_tampered
         page.read_text() == before
     )  # the CDN's tag, integrity and all: the page still works online
     assert [record.getMessage() for record in caplog.records] == [
-        "0 CDN files made local in the site's vendor/; registry.npmjs.org unreachable"
-        " (Name or service not known); fakelib@1.0.0 load from"
+        "no CDN file made local; registry.npmjs.org unreachable (Name or service not known): fakelib@1.0.0 load from"
         " their CDNs, so the site needs the internet and asv preview until a publish reaches the registry"
     ]
     monkeypatch.setattr(site_assets, "download", lambda url: b"tampered")
@@ -190,7 +189,7 @@ def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_se
         )
         assert asked == [FAKE_URL]
         assert said == [
-            f"2 CDN files made local in the site's vendor/; cdn.example.invalid {why};"
+            f"2 CDN files made local in the site's vendor/; cdn.example.invalid {why}:"
             " npm's fakelib@1.0.0 stand in for asv's CDN files (registry-checked), the site works the same"
         ]
     else:

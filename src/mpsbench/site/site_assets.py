@@ -196,21 +196,26 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
 
 
 def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left: set[str]) -> str:
-    said = [
-        f"{made_local} CDN files made local in the site's {VENDOR}/",
-        *(f"{host} {why}" for host, why in sorted(down.items())),
-    ]
+    said = (
+        f"{made_local} CDN files made local in the site's {VENDOR}/"
+        if made_local
+        else "no CDN file made local"
+    )
+    what = []
     if left:
-        said.append(
+        what.append(
             f"{', '.join(sorted(left))} load from their CDNs, so the site needs the internet and asv"
             " preview until a publish reaches the registry"
         )
     if substitutes:
-        said.append(
+        what.append(
             f"npm's {', '.join(sorted(substitutes))} stand in for asv's CDN files"
             " (registry-checked), the site works the same"
         )
-    return "; ".join(said)
+    if not what:
+        return said
+    hosts = ", ".join(f"{host} {why}" for host, why in sorted(down.items()))
+    return f"{said}; {hosts + ': ' if hosts else ''}{'; '.join(what)}"
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
