@@ -100,14 +100,14 @@ def _cell(machine: str, value: Value | None) -> str:
         return NONE
     step = value.step
     spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
-    batch = f'<small class="dim">{batch_note(step)}</small>'
     title = (
         f"{step.kind} step of {step.model} on {step.device}, batch {step.batch}:"
         f" {value.samples_per_second:,.0f} samples/s; open its graph"
     )
     return (
         f'<td><a href="{html.escape(graph_link(machine, step))}" title="{html.escape(title)}">'
-        f"{human_value(value.seconds, 'seconds')}</a>{spread} {batch}</td>"
+        f"{human_value(value.seconds, 'seconds')}</a>{spread}"
+        f' <small class="dim">{batch_note(step)}</small></td>'
     )
 
 
