@@ -50,7 +50,7 @@ def fake_site(tmp_path, monkeypatch):
         site_assets, "PACKAGES", {"fakelib@1.0.0": _sri(buffer.getvalue(), "sha512")}
     )
     monkeypatch.setattr(
-        site_assets, "ASSETS", {FAKE_URL: Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js")}
+        site_assets, "ASSETS", {FAKE_URL: Asset("fakelib@1.0.0", "dist/fakelib.min.js")}
     )
     html = tmp_path / "html"
     html.mkdir()
@@ -157,10 +157,10 @@ def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_se
     monkeypatch.setitem(
         site_assets.ASSETS,
         FAKE_URL,
-        Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js", "test"),
+        Asset("fakelib@1.0.0", "dist/fakelib.min.js", "test"),
     )
     monkeypatch.setitem(
-        site_assets.ASSETS, second, Asset(second, "fakelib@1.0.0", "dist/fakelib.min.js", "test")
+        site_assets.ASSETS, second, Asset("fakelib@1.0.0", "dist/fakelib.min.js", "test")
     )
     asked = []
 
@@ -287,9 +287,7 @@ def test_a_load_the_rewrite_missed_is_refused_by_name(fake_site, monkeypatch):
     says which page still loads what, not that the site is offline."""
     html, cache = fake_site
     url = FAKE_URL + "?v=1&x=2"
-    monkeypatch.setattr(
-        site_assets, "ASSETS", {url: Asset(url, "fakelib@1.0.0", "dist/fakelib.min.js")}
-    )
+    monkeypatch.setattr(site_assets, "ASSETS", {url: Asset("fakelib@1.0.0", "dist/fakelib.min.js")})
     page = html / "index.html"
     page.write_text(
         f'<html><head>\n<script src="{url.replace("&", "&#38;")}"'

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -83,7 +85,7 @@ def _per_kind(
     model: str,
     bars: list[tuple[str, str, str, float, str]],
     ylabel: str,
-    footnote: str,
+    points: Iterable[Point],
     out: Path,
     baseline: float | None = None,
 ) -> Any:
@@ -99,7 +101,7 @@ def _per_kind(
                 ax.axhline(baseline, color="black", linewidth=0.8)
             ax.set_ylabel(ylabel)
             ax.margins(y=0.2)
-        fig.supxlabel(footnote, fontsize=8)
+        fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
     return fig
 
 
@@ -114,8 +116,8 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
         )
         for s in found
     ]
-    footnote = _fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model)
-    return _per_kind(model, bars, "GPU speedup over cpu (samples/s ratio)", footnote, out, 1.0)
+    points = [p for s in found for p in (s.gpu, s.cpu)]
+    return _per_kind(model, bars, "GPU speedup over cpu (samples/s ratio)", points, out, 1.0)
 
 
 def machines(model: str, points: list[Point], out: Path) -> Any:
@@ -129,8 +131,7 @@ def machines(model: str, points: list[Point], out: Path) -> Any:
         )
         for p in points
     ]
-    footnote = _fallback_footnote(points, model)
-    return _per_kind(model, bars, "samples/s (higher is better)", footnote, out)
+    return _per_kind(model, bars, "samples/s (higher is better)", points, out)
 
 
 def batches(
@@ -138,7 +139,7 @@ def batches(
 ) -> None:
     curves = dict(found)
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (_, axes):
-        lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
+        lines = sorted({(machine, device) for (_, _, machine, device) in curves})
         for ax, kind in zip(axes[0], KINDS):
             seen: set[int] = set()
             for index, (machine, device) in enumerate(lines):
@@ -168,11 +169,9 @@ def by_release(
     points: list[ReleasePoint], title: str, out: Path, ylabel: str, baseline: float | None
 ) -> None:
     with _figure(out, figsize=(11, 5)) as (_, ax):
-        for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
-            line = sorted(
-                (p for p in points if (p.model, p.kind, p.machine, p.python) == key),
-                key=lambda p: p.date_ms,
-            )
+        line_of = operator.attrgetter("model", "kind", "machine", "python")
+        for key, group in itertools.groupby(sorted(points, key=line_of), line_of):
+            line = sorted(group, key=lambda p: p.date_ms)
             when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
             label = "{} {}, {}, python {}".format(*key)
             ax.plot(when, [p.ratio for p in line], marker="o", label=label)

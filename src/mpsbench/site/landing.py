@@ -64,8 +64,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build."""
     found = []
     for machine in results.recorded.machines:
-        builds = [c for c in results.recorded.builds(machine) if (machine, c) in results.timed]
-        if not builds:
+        if not (builds := [c for c in results.builds(machine) if (machine, c) in results.timed]):
             continue
         newest = builds[-1]
         timed = {step: measured for step, (_, measured) in results.timed[machine, newest].items()}
@@ -101,14 +100,14 @@ def _cell(machine: str, value: Value | None) -> str:
         return NONE
     step = value.step
     spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
-    batch = f'<small class="dim">{batch_note(step)}</small>'
     title = (
         f"{step.kind} step of {step.model} on {step.device}, batch {step.batch}:"
         f" {value.samples_per_second:,.0f} samples/s; open its graph"
     )
     return (
         f'<td><a href="{html.escape(graph_link(machine, step))}" title="{html.escape(title)}">'
-        f"{human_value(value.seconds, 'seconds')}</a>{spread} {batch}</td>"
+        f"{human_value(value.seconds, 'seconds')}</a>{spread}"
+        f' <small class="dim">{batch_note(step)}</small></td>'
     )
 
 

@@ -68,7 +68,8 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
         if full_new := _full(builds, new):
             # one commit: asv means the change from its parent
             full_old = _full(builds, old) if old else timeline.parent(full_new)
-            return upstream_url(builds, full_old, full_new) or SHOW_COMMIT_URL + new
+            if url := upstream_url(builds, full_old, full_new):
+                return url
         return SHOW_COMMIT_URL + new
 
     feed = site / "regressions.xml"

@@ -31,8 +31,7 @@ def _ratio(before: float, after: float) -> float:
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
-    found = re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)
-    return found.group(1) if found else None
+    return found.group(1) if (found := re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)) else None
 
 
 def _graph_url(
@@ -154,9 +153,9 @@ class Regression:
     new_commit: str
     ratio: float
     revision: int
-    graph: str = ""
-    kind: str = "slower"  # or a correctness verdict
-    explain: str = ""
+    graph: str
+    kind: str  # "slower" or a correctness verdict
+    explain: str
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
@@ -169,7 +168,6 @@ def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str)
 
 
 def latest(html: Path, timeline: Reader) -> list[Regression]:
-    """The newest jumps of regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
     regressed = {
         (j["benchmark"], j["machine"] or "", j["new"]): j
@@ -215,15 +213,15 @@ def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
         return
     ET.register_namespace("", ATOM)
     tree = ET.parse(feed)
-    for entry in tree.getroot().findall(f"{{{ATOM}}}entry"):
+    for entry in (root := tree.getroot()).findall(f"{{{ATOM}}}entry"):
         title = entry.find(f"{{{ATOM}}}title")
         link = entry.find(f"{{{ATOM}}}link")
         href = link.get("href", "") if link is not None else ""
         params = urllib.parse.parse_qs(urllib.parse.urlsplit(href).fragment.partition("?")[2])
-        name = (title.text or "").split(" ", 1)[-1] if title is not None else ""
+        name = entry.findtext(f"{{{ATOM}}}title", "").split(" ", 1)[-1]
         key = (name, params.get("machine", [None])[0], params.get("commits", [""])[0])
         if key not in kept:
-            tree.getroot().remove(entry)
+            root.remove(entry)
         elif title is not None and kept[key] is not None:
             title.text = kept[key]
     tree.write(feed, encoding="utf-8", xml_declaration=True)

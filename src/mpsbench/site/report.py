@@ -63,8 +63,8 @@ def _builds(results: tp.Results, results_dir: Path, timeline: Reader, limit: flo
     rows = []
     for machine in results.machines:
         previous = tp.previous_build(results, machine, timeline)
-        newest = timeline.label(results.builds(machine)[-1])
-        rows.append([machine, newest, timeline.label(previous) if previous else "-"])
+        label = timeline.label(previous) if previous else "-"
+        rows.append([machine, timeline.label(results.builds(machine)[-1]), label])
     return [
         f"{results.recorded.files} results files in {results_dir}; figures: each machine's newest"
         f" build; throughput: batch size over asv's median step time; regression factor {limit:g}"
@@ -131,15 +131,17 @@ def _machines(results: tp.Results, save: Save) -> list[Block]:
 def _batches(results: tp.Results, save: Save) -> list[Block]:
     curves = sorted(tp.batch_curves(results).items())
     rows = [[*key, str(batch), number(value)] for key, values in curves for batch, value in values]
-    images = _per_model(
-        save,
-        "batches",
-        "throughput across batch sizes",
-        curves,
-        lambda curve: curve[0][0],
-        figures.batches,
-    )
-    return [*images, _table("model, kind, machine, device, batch, samples/s", rows)]
+    return [
+        *_per_model(
+            save,
+            "batches",
+            "throughput across batch sizes",
+            curves,
+            lambda curve: curve[0][0],
+            figures.batches,
+        ),
+        _table("model, kind, machine, device, batch, samples/s", rows),
+    ]
 
 
 def _release(
@@ -245,7 +247,7 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
 
 def _tokens(results: tp.Results, save: Save) -> list[Block]:
     sizes = models.LLAMA_GENERATION
-    batch, prompt = sizes["batch"], sizes["prompt_tokens"]
+    batch = sizes["batch"]
     rows = results.newest({PREFILL, DECODE})
     if not (decode := sorted(rows[DECODE].items())):
         return ["No machine has decode results (benchmark_modern.LlmDecode)."]
@@ -254,7 +256,7 @@ def _tokens(results: tp.Results, save: Save) -> list[Block]:
             (m, device, batch / seconds, f"{batch / seconds:.1f}")
             for (m, device, _), seconds in decode
         ],
-        f"{models.LLAMA_NAME}: greedy decode after a {prompt}-token prompt, batch {batch}",
+        f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {batch}",
         save("tokens.png"),
     )
     prefill = rows[PREFILL]
@@ -276,6 +278,7 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
     if not changes:
         return ["No machine has results for two builds of one timeline channel yet."]
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
+    moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
     rows = [
         [
             c.machine,
@@ -290,7 +293,6 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
         ]
         for c, j in zip(changes, judged)
     ]
-    moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
     return [
         "Each machine's newest step time over its channel's build before, judged by the row's"
         " statistics and threshold (docs/explanation/site.md).",

@@ -39,9 +39,8 @@ class Unreachable(SiteAssetError):
 
 @dataclass(frozen=True)
 class Asset:
-    """A CDN URL in asv's pages and the npm package file that replaces it."""
+    """The npm package file that replaces a CDN URL in asv's pages."""
 
-    url: str
     package: str
     path: str  # in the tarball's package/
     substitute: str = ""  # why npm's bytes differ from the CDN's
@@ -62,41 +61,33 @@ _BOOTSTRAP = "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist"
 
 # every URL asv 0.6.6's www/index.html loads
 ASSETS: dict[str, Asset] = {
-    asset.url: asset
-    for asset in (
-        Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery@3.3.1", "dist/jquery.min.js"),
-        *(
-            Asset(
-                f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js",
-                "flot@0.8.3",
-                f"jquery.flot{plugin}.js",
-                "cdnjs minified it; npm's is the same release unminified",
-            )
-            for plugin in ("", ".time", ".selection", ".categories")
+    "https://code.jquery.com/jquery-3.3.1.min.js": Asset("jquery@3.3.1", "dist/jquery.min.js"),
+    **{
+        f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js": Asset(
+            "flot@0.8.3",
+            f"jquery.flot{plugin}.js",
+            "cdnjs minified it; npm's is the same release unminified",
+        )
+        for plugin in ("", ".time", ".selection", ".categories")
+    },
+    "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js": Asset(
+        "flot-orderbars@1.0.0", "js/jquery.flot.orderBars.js"
+    ),
+    f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js": Asset(
+        "stupid-table-plugin@1.1.3",
+        "stupidtable.min.js",
+        "1.0.1 is not on npm; 1.1.3 is API-compatible",
+    ),
+    f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js": Asset("blueimp-md5@2.19.0", "js/md5.min.js"),
+    f"{_BOOTSTRAP}/js/bootstrap.min.js": Asset("bootstrap@3.1.1", "dist/js/bootstrap.min.js"),
+    f"{_BOOTSTRAP}/css/bootstrap.min.css": Asset(
+        "bootstrap@3.1.1",
+        "dist/css/bootstrap.min.css",
+        companions=tuple(
+            f"dist/fonts/glyphicons-halflings-regular.{ext}"
+            for ext in ("eot", "svg", "ttf", "woff")
         ),
-        Asset(
-            "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js",
-            "flot-orderbars@1.0.0",
-            "js/jquery.flot.orderBars.js",
-        ),
-        Asset(
-            f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js",
-            "stupid-table-plugin@1.1.3",
-            "stupidtable.min.js",
-            "1.0.1 is not on npm; 1.1.3 is API-compatible",
-        ),
-        Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5@2.19.0", "js/md5.min.js"),
-        Asset(f"{_BOOTSTRAP}/js/bootstrap.min.js", "bootstrap@3.1.1", "dist/js/bootstrap.min.js"),
-        Asset(
-            f"{_BOOTSTRAP}/css/bootstrap.min.css",
-            "bootstrap@3.1.1",
-            "dist/css/bootstrap.min.css",
-            companions=tuple(
-                f"dist/fonts/glyphicons-halflings-regular.{ext}"
-                for ext in ("eot", "svg", "ttf", "woff")
-            ),
-        ),
-    )
+    ),
 }
 
 _TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)  # what loads; <a> only links
@@ -139,8 +130,8 @@ def download(url: str) -> bytes:
 
 
 def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
-    if path.is_file() and _matches(path.read_bytes(), integrity):
-        return path.read_bytes()
+    if path.is_file() and _matches(cached := path.read_bytes(), integrity):
+        return cached
     try:
         data = download(url)
     except (OSError, ValueError) as exc:
@@ -266,11 +257,12 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
                 substitutes.add(asset.package)
         elif integrity:
             check_integrity(data[asset.path], integrity, f"{asset.package}/{asset.path}")
+        folder = f"{VENDOR}/{asset.package}"
         for path, content in data.items():
-            written.append(f"{VENDOR}/{asset.package}/{path}")
+            written.append(f"{folder}/{path}")
             (html_dir / written[-1]).parent.mkdir(parents=True, exist_ok=True)
             (html_dir / written[-1]).write_bytes(content)
-        local[url] = f"{VENDOR}/{asset.package}/{asset.path}"
+        local[url] = f"{folder}/{asset.path}"
     for page in pages(html_dir):
         text = page.read_text("utf-8")
         if (rewritten := _rewrite(text, local)) != text:
