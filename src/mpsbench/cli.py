@@ -47,7 +47,7 @@ Option = tuple[tuple[str, ...], dict[str, Any]]
 
 class OneLineParser(ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"mpsbench: error: {message} (see {self.prog} --help)\n")
 
 
 def _date(value: str) -> str:

@@ -208,8 +208,8 @@ def publish(fleet: Fleet) -> None:
     site.publish(_restore(fleet))
 
 
-def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
-    return _alert(fleet, _restore(fleet), alerts.Options(tuple(machines), summary=summary))
+def alert(fleet: Fleet, options: alerts.Options) -> int:
+    return _alert(fleet, _restore(fleet), options)
 
 
 def bisect(
