@@ -47,10 +47,10 @@ def plan(suite: Suite) -> list[asv.RunArgs]:
     print(defaults.listing(platform, planned, suite.timeline))
     for line in skipped:
         log.info(line)
-    runs = []
+    runs, folder = [], suite.timeline_path.resolve().parent  # absolute for asv
     for python in defaults.pythons(planned):
         commits = [suite.timeline.commits[item.ref] for item in planned if python in item.pythons]
-        hashes = asv.write_hashfile(suite.hashfile(python), commits)
+        hashes = asv.write_hashfile(folder / f"default-py{python}.txt", commits)
         runs.append(asv.run_args(["-E", f"virtualenv:{python}", hashes]))
     return runs
 
@@ -67,8 +67,11 @@ def build_facts(
     build = reader.build(commit)
     need = disk.need(build, python)
     size, hosts = disk.download(build, python)
-    torch = build.get("torch_version", "?")
-    name = f"{build['channel']}@{build['id']} (torch {torch})" if build else commit[:8]
+    name = (
+        f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})"
+        if build
+        else commit[:8]
+    )
     return watch.Build(name, need.bytes, need.how, need.installed, size, hosts, need.refused)
 
 
@@ -79,10 +82,8 @@ def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
 
 
 def _state(suite: Suite) -> str:
-    import mpsbench.site
-
     digest, refs = hashlib.sha256(), suite.timeline_path / ".git"
-    site_code = Path(mpsbench.site.__file__).parent
+    site_code = Path(publish.__file__).parent
     for folder in (suite.conf.results, refs / "refs", refs / "packed-refs", site_code):
         for path in sorted(folder.rglob("*")) if folder.is_dir() else [folder]:
             if path.is_file():

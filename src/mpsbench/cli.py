@@ -47,7 +47,7 @@ Option = tuple[tuple[str, ...], dict[str, Any]]
 
 class OneLineParser(ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"mpsbench: error: {message} (see {self.prog} --help)\n")
 
 
 def _date(value: str) -> str:
@@ -81,6 +81,9 @@ DATE = text.checked(_date)
 
 
 def opt(name: str, help_text: str | None = None, **spec: Any) -> Option:
+    if spec.get("default") not in (None, False, "", []) and "default" not in (help_text or ""):
+        said = "default %(default)s"
+        help_text = f"{help_text} ({said})" if help_text else said
     return (name,), {"help": help_text, **spec}
 
 
@@ -108,8 +111,8 @@ def changed(option: Option, help_text: str | None = None, **changes: Any) -> Opt
 
 
 CONFIG = path("--config", f"asv configuration (default {asvconf.CONFIG})")
-MANIFEST = path("--manifest", f"default {history.MANIFEST}", default=history.MANIFEST)
-TIMELINE = path("--timeline", f"default {history.TIMELINE}", default=history.TIMELINE)
+MANIFEST = path("--manifest", default=history.MANIFEST)
+TIMELINE = path("--timeline", default=history.TIMELINE)
 FILES = (MANIFEST, TIMELINE)
 MACHINE = opt("--machine", "asv machine name (default: this machine's)", type=MACHINE_NAME)
 MACHINES = many(
@@ -163,7 +166,13 @@ def command(
 ) -> Callable[[F], F]:
     """Declare command ``words`` ("build list"); ``parser``: add_parser's keywords or a module."""
     above, _, name = words.rpartition(" ")
-    more = parser if isinstance(parser, dict) else _doc(parser) if parser else {}
+    more = (
+        parser
+        if isinstance(parser, dict)
+        else _doc(parser)
+        if parser
+        else {"description": help_text}
+    )
     declared = SUBCOMMANDS[above].add_parser(name, help=help_text, **more)
     add_options(declared, options)
 
@@ -207,11 +216,17 @@ def filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
 
 @command("models", "list the models")
 def cmd_models() -> None:
-    rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
-    for spec in models.REGISTRY.values():
-        sizes, needs = ",".join(map(str, spec.batch_sizes)), ",".join(spec.requires) or "-"
-        rows.append([spec.name, str(spec.seed_batch_size), sizes, needs, spec.description])
-    print(text.table(rows))
+    rows = [
+        [
+            spec.name,
+            str(spec.seed_batch_size),
+            ",".join(map(str, spec.batch_sizes)),
+            ",".join(spec.requires) or "-",
+            spec.description,
+        ]
+        for spec in models.REGISTRY.values()
+    ]
+    print(text.table([["model", "seed batch", "batch sizes", "needs", "description"], *rows]))
 
 
 @command(
@@ -228,9 +243,9 @@ def cmd_devices(usable: bool) -> None:
     "run",
     "time one model outside asv",
     opt("model", f"one of: {', '.join(models.REGISTRY)}"),
-    opt("--device", f"one of: {', '.join(devices.NAMES)} (default cpu)", default="cpu"),
+    opt("--device", f"one of: {', '.join(devices.NAMES)}", default="cpu"),
     count("--batch-size", "default: the model's seed batch size", int, 1),
-    opt("--kind", "default both", default="both", choices=("training", "inference", "both")),
+    opt("--kind", default="both", choices=("training", "inference", "both")),
     count("--seconds", "least seconds timing each workload", float, 1e-3, 3600, default=1.0),
 )
 def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds: float) -> None:
@@ -256,10 +271,16 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
             raise
         workload.warm_up()
         took = timing.time_steps(workload, min_seconds=seconds)
-        per_step = f"{took.seconds_per_step * 1e3:.3f}"
-        calls = f"{took.calls}x{took.steps_per_call}"
         rows.append(
-            [each, spec.name, on, str(batch), per_step, f"{took.samples_per_second:.1f}", calls]
+            [
+                each,
+                spec.name,
+                on,
+                str(batch),
+                f"{took.seconds_per_step * 1e3:.3f}",
+                f"{took.samples_per_second:.1f}",
+                f"{took.calls}x{took.steps_per_call}",
+            ]
         )
         workloads.forget()
     print(text.table(rows))
@@ -281,7 +302,7 @@ group("build", "add PyTorch builds to the manifest and timeline")
 def appending(channel: str) -> tuple[Option, ...]:
     return (
         *FILES,
-        opt("--channel", f"channel to append to (default {channel})", default=channel),
+        opt("--channel", "channel to append to", default=channel),
         opt("--parent", "a new channel's CHANNEL@ID to fork from"),
         TRANSFORMERS,
     )
@@ -515,20 +536,14 @@ def cmd_record(suite: Suite, args: Namespace) -> int:
     machine.require(args.machine)
     run = asv.run_args(args.asv_args)
     record.check_meaning(run)
-    steps = record.record(
-        suite.conf, args.machine, run, args.remeasure, bench.disk_facts(suite, run)
-    )
-    return record.status(steps)
+    facts = bench.disk_facts(suite, run)
+    return record.status(record.record(suite.conf, args.machine, run, args.remeasure, facts))
 
 
 @command(
     "preselect",
     "print the asv -b pattern of the combinations this run times",
-    path(
-        "--benchmark-dir",
-        "default: benchmarks",
-        default=Path("benchmarks"),
-    ),
+    path("--benchmark-dir", default=Path("benchmarks")),
     flag("--list", "each combination, a tab, and why it is skipped, or 'runs'", dest="every"),
     parser=preselect,
 )
@@ -618,7 +633,7 @@ FRESH: tuple[Option, ...] = (
     ),
     count(
         "--time-budget",
-        f"wall-clock budget; undecided at its end: exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
+        "wall-clock budget; undecided at its end: exit 3",
         float,
         1,
         24 * 60,
@@ -685,7 +700,7 @@ command(
     BENCH,
     count(
         "--rounds",
-        f"fresh processes per build (default {explain.ROUNDS})",
+        "fresh processes per build",
         int,
         1,
         50,
@@ -693,7 +708,7 @@ command(
     ),
     count(
         "--calls",
-        f"profiled calls per process (default {explain.CALLS})",
+        "profiled calls per process",
         int,
         1,
         1000,
@@ -701,7 +716,7 @@ command(
     ),
     count(
         "--top",
-        f"rows shown (default {explain.TOP}); all count in the sums",
+        "rows shown; all count in the sums",
         int,
         1,
         default=explain.TOP,
@@ -762,30 +777,24 @@ group(
 )
 FLEET = (
     path("--suite", "the suite's folder (default: this checkout)", default=asvconf.ROOT),
-    path(
-        "--workdir",
-        f"work folder in the suite (default {nightly.WORKDIR})",
-        default=nightly.WORKDIR,
-    ),
+    path("--workdir", "work folder in the suite", default=nightly.WORKDIR),
     path(
         "--fleet",
         "the fleet's files (default: WORKDIR/fleet)",
         dest="folder",
         metavar="FLEET",
     ),
-    opt("--channel", f"the nightly channel (default {nightly.CHANNEL})", default=nightly.CHANNEL),
+    opt("--channel", "the nightly channel", default=nightly.CHANNEL),
 )
 
 
 def step(name: str, help_text: str, *options: Option) -> Callable[[F], F]:
-    return command(
-        f"nightly {name}", help_text, *FLEET, *options, parser={"description": help_text}
-    )
+    return command(f"nightly {name}", help_text, *FLEET, *options)
 
 
 REMOTE = (
-    opt("--remote", "git remote (default origin)", default="origin"),
-    opt("--branch", "the results branch (default results)", default="results"),
+    opt("--remote", "git remote", default="origin"),
+    opt("--branch", "the results branch", default="results"),
 )
 step("fetch", "copy the results branch into the fleet folder", *REMOTE)(nightly.fetch)
 step(
@@ -836,7 +845,7 @@ step("alert", "exit 1 if a machine's newest build is slower", MACHINES, SUMMARY)
     *MEASURED,
     *NIGHTLIES,
 )
-def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
+def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> None:
     suite = nightly.prepare(fleet)
     measuring = filled(
         fresh.Options,
@@ -846,7 +855,7 @@ def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
         machine=nightly.machine_name(args.machine),
         suite_root=fleet.suite,
     )
-    return filled(nightly.bisect, args, suite=suite, measuring=measuring)
+    filled(nightly.bisect, args, suite=suite, measuring=measuring)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -40,10 +40,6 @@ class Suite:
             history.sync_branches(generated, self.timeline_path, conf)
         return generated
 
-    def hashfile(self, python: str) -> Path:
-        """The default timeline's HASHFILE for ``python``, absolute for asv."""
-        return self.timeline_path.resolve().parent / f"default-py{python}.txt"
-
     def name(self, ref: str) -> str:
         """CHANNEL@ID of the build a tag, timeline hash or CHANNEL@ID names."""
         return history.resolve_ref(self.manifest, self.timeline, ref)[0]

@@ -125,7 +125,6 @@ def resolve_nightly(
 
 
 def machine_name(requested: str | None) -> str:
-    """This runner's machine entry, written: --machine, else MPSBENCH_MACHINE, else by chip."""
     return machine.write(requested or settings.text(settings.MACHINE))[0]
 
 
@@ -200,16 +199,17 @@ def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> i
     builds = set(prepare(fleet).timeline.commits.values()) if fleet.manifest.is_file() else None
     if builds is None:
         log.info(f"{fleet.manifest} does not exist: builds are checked by their files' names only")
-    merged = merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds)
-    return merged.show(fleet.results)
+    return merge.merge(
+        fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds
+    ).show(fleet.results)
 
 
 def publish(fleet: Fleet) -> None:
     site.publish(_restore(fleet))
 
 
-def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
-    return _alert(fleet, _restore(fleet), alerts.Options(tuple(machines), summary=summary))
+def alert(fleet: Fleet, options: alerts.Options) -> int:
+    return _alert(fleet, _restore(fleet), options)
 
 
 def bisect(
@@ -218,7 +218,7 @@ def bisect(
     adding: nightlies.Options,
     good: str,
     bad: str,
-) -> int:
+) -> None:
     """``mpsbench bisect`` on the fleet's builds, its finding also in the job's summary."""
     said = f"{measuring.bench} on {measuring.machine}"
     log.info(f"bisecting {good}..{bad} for {said} (mpsbench bisect)")
@@ -231,4 +231,3 @@ def bisect(
     for line in lines:
         log.info(line)
     _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {said}", *lines]))
-    return 0

@@ -65,8 +65,7 @@ def push(
 ) -> str | None:
     """Commit ``folder`` on the fetched commit and push it; the commit, None if unchanged."""
     ref = f"refs/remotes/{remote}/{branch}"
-    found = git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False)
-    parent = found.stdout.decode().strip()
+    parent = git.text(repo, "rev-parse", "--verify", "--quiet", ref, check=False)
     if not (readme := folder / "README.md").exists():
         readme.write_text(README)
     # an index of its own: the checkout's is untouched
@@ -83,7 +82,7 @@ def push(
     parents = ["-p", parent] if parent else []
     commit = git.text(repo, "commit-tree", tree, *parents, "-m", message, env=IDENTITY)
     done = git.run(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}", check=False)
-    if done.returncode != 0:
+    if done.returncode:
         raise UserError(
             f"pushing to {remote} {branch} was refused (moved since fetched, or no permission):"
             f" {git.said(done)}"
