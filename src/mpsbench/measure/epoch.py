@@ -8,7 +8,7 @@ import importlib
 import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from mpsbench.core import errors
@@ -16,7 +16,7 @@ from mpsbench.measure import devices, fallback, measured, models, selection, sui
 from mpsbench.measure.optional_torch import torch
 
 if TYPE_CHECKING:
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import Dataset
 
     _MapStyle = Dataset[tuple[torch.Tensor, int]]
 else:  # subclassing Dataset would import torch here
@@ -26,6 +26,7 @@ MODELS: tuple[str, ...] = ("vgg16", "resnet50")
 BATCH_SIZES: tuple[int, ...] = (8, 64)
 NUM_WORKERS: tuple[int, ...] = (0, 2)
 PHASES: tuple[str, ...] = ("train", "eval")
+Batches = Iterable[tuple["torch.Tensor", "torch.Tensor"]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +98,7 @@ class PhaseSummary:
 
 
 def run_epoch(
-    loader: DataLoader[tuple[torch.Tensor, int]],
+    loader: Batches,
     device: str,
     step: Callable[[torch.Tensor, torch.Tensor], None],
 ) -> PhaseSummary:
@@ -150,12 +151,12 @@ class EpochRunner:
         with torch.inference_mode():
             self.workload.spec.forward(self.workload.model, {"input": inputs})
 
-    def epoch(self, phase: str) -> PhaseSummary:
+    def epoch(self, phase: str, loader: Batches | None = None) -> PhaseSummary:
         training = phase == "train"
         self.workload.model.train(training)
         try:
             step = self._train_step if training else self._eval_step
-            return run_epoch(self.loaders[phase], self.device, step)
+            return run_epoch(loader or self.loaders[phase], self.device, step)
         finally:
             self.workload.model.train()
 
@@ -164,12 +165,8 @@ class EpochRunner:
         from torch.utils.data import default_collate
 
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
-        inputs, labels = (tensor.to(self.device) for tensor in default_collate(items))
-        self._train_step(inputs, labels)
-        self.workload.model.eval()
-        self._eval_step(inputs, labels)
-        self.workload.model.train()
-        self.device.synchronize()
+        for phase in PHASES:
+            self.epoch(phase, [default_collate(items)])
 
 
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
