@@ -70,7 +70,7 @@ def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tens
     generator = torch.Generator().manual_seed(seed)
     shape = (count, IMAGE_SIDE, IMAGE_SIDE, 3)
     images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
-    return images, torch.randint(0, num_classes, (count,), generator=generator)
+    return images, models.random_ints(generator, num_classes, count)
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
