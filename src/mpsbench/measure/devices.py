@@ -103,7 +103,7 @@ class Device(str, enum.Enum):
             return f"cuda: {torch.cuda.get_device_name(0)}"
         if self is Device.MPS:
             return "mps: Apple GPU via Metal Performance Shaders"
-        return f"cpu, {torch.get_num_threads()} threads"
+        return f"cpu, {cpu_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
         """Weights built inside land on cuda's GPU, else the cpu (mps lacks some initializers)."""

@@ -129,7 +129,7 @@ class EpochRunner:
         from torch.utils.data import DataLoader
 
         size = DATASETS[errors.one_of("dataset", dataset, DATASETS)]
-        self.workload, self.device = workload, workload.device
+        self.workload = workload
         self.train, self.test = make_datasets(size, workload.spec.num_classes)
         self.loaders = {
             phase: DataLoader(
@@ -156,7 +156,7 @@ class EpochRunner:
         self.workload.model.train(training)
         try:
             step = self._train_step if training else self._eval_step
-            return run_epoch(loader or self.loaders[phase], self.device, step)
+            return run_epoch(loader or self.loaders[phase], self.workload.device, step)
         finally:
             self.workload.model.train()
 
@@ -169,7 +169,7 @@ class EpochRunner:
             self.epoch(phase, [default_collate(items)])
 
 
-def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
+def measure(runner: EpochRunner, epochs: int) -> dict[str, PhaseSummary]:
     rounds = [[runner.epoch(phase) for phase in PHASES] for _ in range(epochs)]
     medians = {}
     for phase, found in zip(PHASES, zip(*rounds)):
