@@ -204,8 +204,9 @@ def _error(results: Outputs, reference: Outputs) -> float:
     return max(map(accuracy.relative_error, results, reference))
 
 
-def _require(device: str, pattern: Pattern) -> None:
+def _require(device: str, pattern: Pattern, dtype: str) -> None:
     skips.require_device(device)
+    skips.require_dtype(device, dtype)
     skips.require_torch(pattern.min_torch, pattern.name)
     if pattern.compiled and (reason := skips.compile_unsupported(device)) is not None:
         raise skips.SkipNotImplemented(f"{pattern.name}: {reason}")
@@ -222,8 +223,7 @@ def _floats_in(dtype: torch.dtype, tensors: Tensors) -> list[torch.Tensor]:
 
 def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[Outputs], Outputs]:
     pattern = PATTERNS[name]
-    _require(device, pattern)
-    skips.require_dtype(device, dtype)
+    _require(device, pattern, dtype)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
     rounded = _floats_in(precision.dtype_of(dtype), made)
     reference = pattern.op(*pattern.arrange(_floats_in(torch.float64, rounded)))
@@ -268,7 +268,7 @@ def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
     try:
         if not PATTERNS[name].isolated:
             return measured.Outcome(value=_read(device, name, dtype))
-        _require(device, PATTERNS[name])  # before a child starts
+        _require(device, PATTERNS[name], dtype)  # before a child starts
         return measured.Outcome(value=isolated.call(_read, device, name, dtype))
     except Exception as exc:
         return measured.outcome_of(exc)
