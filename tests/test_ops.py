@@ -100,7 +100,7 @@ def test_warm_up_fails_a_case_whose_output_is_not_the_registered_shape(monkeypat
     case = ops.OpCase(wrong, "cpu", "float32", "small", training=False)
     with pytest.raises(
         UserError,
-        match=r"softmax on cpu \(float32, small\) gave shape \(128, 128\), expected \(128,\)",
+        match=r"softmax on cpu in float32 at small gave shape \(128, 128\), expected \(128,\)",
     ):
         case.warm_up()
 

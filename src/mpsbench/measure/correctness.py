@@ -16,6 +16,7 @@ from mpsbench.measure import (
     isolated,
     measured,
     models,
+    ops,
     precision,
     skips,
     tolerances,
@@ -119,14 +120,14 @@ PATTERNS: dict[str, Pattern] = {
             "index_select_transposed",
             "mps index ops",
             lambda gen: (_randn(gen, 48, 64), models.random_ints(gen, 64, 40)),
-            lambda source, index: torch.index_select(source, 0, index),
+            ops.get("index_select").forward,
             _transposed_source,
         ),
         Pattern(
             "gather_transposed",
             "mps index ops",
             lambda gen: (_randn(gen, 48, 32), models.random_ints(gen, 48, 32, 24)),
-            lambda source, index: torch.gather(source, 1, index),
+            ops.get("gather").forward,
             _transposed_source,
         ),
         Pattern(
@@ -170,7 +171,7 @@ PATTERNS: dict[str, Pattern] = {
             "compiled_layer_norm",
             "pytorch#191976",
             lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10),
-            lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias),
+            ops.get("layer_norm").forward,
             min_torch=(2, 0),
             compiled=True,
         ),
@@ -203,8 +204,9 @@ def _error(results: Outputs, reference: Outputs) -> float:
     return max(map(accuracy.relative_error, results, reference))
 
 
-def _require(device: str, pattern: Pattern) -> None:
+def _require(device: str, pattern: Pattern, dtype: str) -> None:
     skips.require_device(device)
+    skips.require_dtype(device, dtype)
     skips.require_torch(pattern.min_torch, pattern.name)
     if pattern.compiled and (reason := skips.compile_unsupported(device)) is not None:
         raise skips.SkipNotImplemented(f"{pattern.name}: {reason}")
@@ -221,8 +223,7 @@ def _floats_in(dtype: torch.dtype, tensors: Tensors) -> list[torch.Tensor]:
 
 def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[Outputs], Outputs]:
     pattern = PATTERNS[name]
-    _require(device, pattern)
-    skips.require_dtype(device, dtype)
+    _require(device, pattern, dtype)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
     rounded = _floats_in(precision.dtype_of(dtype), made)
     reference = pattern.op(*pattern.arrange(_floats_in(torch.float64, rounded)))
@@ -267,7 +268,7 @@ def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
     try:
         if not PATTERNS[name].isolated:
             return measured.Outcome(value=_read(device, name, dtype))
-        _require(device, PATTERNS[name])  # before a child starts
+        _require(device, PATTERNS[name], dtype)  # before a child starts
         return measured.Outcome(value=isolated.call(_read, device, name, dtype))
     except Exception as exc:
         return measured.outcome_of(exc)

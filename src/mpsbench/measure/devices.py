@@ -70,7 +70,7 @@ class Device(str, enum.Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Device:
-        raise errors.UserError(f"unknown device {value!r}; choose one of: {', '.join(NAMES)}")
+        return cls(errors.one_of("device", str(value), NAMES))
 
     @functools.cache
     def availability(self) -> Availability:
@@ -103,7 +103,7 @@ class Device(str, enum.Enum):
             return f"cuda: {torch.cuda.get_device_name(0)}"
         if self is Device.MPS:
             return "mps: Apple GPU via Metal Performance Shaders"
-        return f"cpu, {torch.get_num_threads()} threads"
+        return f"cpu, {cpu_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
         """Weights built inside land on cuda's GPU, else the cpu (mps lacks some initializers)."""
@@ -178,7 +178,6 @@ def usable_names() -> list[str]:
 
 
 def require_usable(names: Iterable[str]) -> None:
-    """A user's device that cannot run here: one line with why and the usable ones."""
     for name in names:
         if not (found := Device(name).availability()).usable:
             usable = usable_names()

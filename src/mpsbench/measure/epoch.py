@@ -8,7 +8,7 @@ import importlib
 import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from mpsbench.core import errors
@@ -16,7 +16,7 @@ from mpsbench.measure import devices, fallback, measured, models, selection, sui
 from mpsbench.measure.optional_torch import torch
 
 if TYPE_CHECKING:
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import Dataset
 
     _MapStyle = Dataset[tuple[torch.Tensor, int]]
 else:  # subclassing Dataset would import torch here
@@ -26,6 +26,7 @@ MODELS: tuple[str, ...] = ("vgg16", "resnet50")
 BATCH_SIZES: tuple[int, ...] = (8, 64)
 NUM_WORKERS: tuple[int, ...] = (0, 2)
 PHASES: tuple[str, ...] = ("train", "eval")
+Batches = Iterable[tuple["torch.Tensor", "torch.Tensor"]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,7 @@ def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tens
     generator = torch.Generator().manual_seed(seed)
     shape = (count, IMAGE_SIDE, IMAGE_SIDE, 3)
     images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
-    return images, torch.randint(0, num_classes, (count,), generator=generator)
+    return images, models.random_ints(generator, num_classes, count)
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
@@ -97,7 +98,7 @@ class PhaseSummary:
 
 
 def run_epoch(
-    loader: DataLoader[tuple[torch.Tensor, int]],
+    loader: Batches,
     device: str,
     step: Callable[[torch.Tensor, torch.Tensor], None],
 ) -> PhaseSummary:
@@ -128,7 +129,7 @@ class EpochRunner:
         from torch.utils.data import DataLoader
 
         size = DATASETS[errors.one_of("dataset", dataset, DATASETS)]
-        self.workload, self.device = workload, workload.device
+        self.workload = workload
         self.train, self.test = make_datasets(size, workload.spec.num_classes)
         self.loaders = {
             phase: DataLoader(
@@ -150,12 +151,12 @@ class EpochRunner:
         with torch.inference_mode():
             self.workload.spec.forward(self.workload.model, {"input": inputs})
 
-    def epoch(self, phase: str) -> PhaseSummary:
+    def epoch(self, phase: str, loader: Batches | None = None) -> PhaseSummary:
         training = phase == "train"
         self.workload.model.train(training)
         try:
             step = self._train_step if training else self._eval_step
-            return run_epoch(self.loaders[phase], self.device, step)
+            return run_epoch(loader or self.loaders[phase], self.workload.device, step)
         finally:
             self.workload.model.train()
 
@@ -164,15 +165,11 @@ class EpochRunner:
         from torch.utils.data import default_collate
 
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
-        inputs, labels = (tensor.to(self.device) for tensor in default_collate(items))
-        self._train_step(inputs, labels)
-        self.workload.model.eval()
-        self._eval_step(inputs, labels)
-        self.workload.model.train()
-        self.device.synchronize()
+        for phase in PHASES:
+            self.epoch(phase, [default_collate(items)])
 
 
-def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
+def measure(runner: EpochRunner, epochs: int) -> dict[str, PhaseSummary]:
     rounds = [[runner.epoch(phase) for phase in PHASES] for _ in range(epochs)]
     medians = {}
     for phase, found in zip(PHASES, zip(*rounds)):

@@ -344,10 +344,8 @@ class OpCase:
         )
         problems = [f"{what} {got}, expected {want}" for what, got, want in expected if got != want]
         if problems:
-            raise errors.UserError(
-                f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave "
-                + "; ".join(problems)
-            )
+            label = _label(self.device, self.spec.name, self.dtype, self.size)
+            raise errors.UserError(f"{label} gave {'; '.join(problems)}")
 
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:

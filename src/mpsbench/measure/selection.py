@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from mpsbench.core import settings
+from mpsbench.core import errors, settings
 from mpsbench.measure import devices, models, tolerances
 
 # asv passes the environment through to every benchmark process
@@ -60,7 +60,7 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
         default = batch_size in CPU_LARGE_BATCH_SIZES
     else:
         default = batch_size in (*CPU_BATCH_SIZES, spec.seed_batch_size)
-    return _model(device, model, default, "", batch_size)
+    return _model(device, model, default, batch=batch_size)
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
@@ -156,8 +156,11 @@ def epoch(
 ) -> str | None:
     """Both loader settings run: their difference is the data-loading bottleneck."""
     cpu = device == "cpu"
-    hours = cpu and dataset == "cifar10"
-    never = "a CIFAR-10 epoch on the cpu takes hours: use 'small' there" if hours else None
+    never = (
+        "a CIFAR-10 epoch on the cpu takes hours: use 'small' there"
+        if cpu and dataset == "cifar10"
+        else None
+    )
     seed = ("resnet50", 8, "tiny") if cpu else ("vgg16", 64, "small")
     outside = f"{model} at batch {batch_size} with {num_workers} workers on {dataset} on {device}"
     default = (model, batch_size, dataset) == seed
@@ -205,8 +208,4 @@ RULES: dict[str, Callable[..., str | None]] = {
 
 def left_out(benchmark: str, *params: object) -> str | None:
     """Why this run leaves out ``benchmark``'s combination, or None; probes no device."""
-    if benchmark not in RULES:
-        raise KeyError(
-            f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
-        )
-    return RULES[benchmark](*params)
+    return RULES[errors.one_of("benchmark class", benchmark, RULES, KeyError)](*params)
