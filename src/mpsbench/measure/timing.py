@@ -13,6 +13,8 @@ from mpsbench.measure import devices
 if TYPE_CHECKING:
     from mpsbench.measure.workloads import Workload
 
+MAX_SAMPLES = 50
+
 
 @dataclass(frozen=True)
 class StepTiming:
@@ -28,14 +30,13 @@ def median_seconds(
     per_sample: int,
     min_samples: int = 3,
     min_seconds: float = 1.0,
-    max_samples: int = 50,
 ) -> tuple[float, int]:
     """Median seconds per step of a warmed-up ``run``, and the calls it took."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize
     synchronize()
     started = time.perf_counter()
-    while len(durations) < max_samples and (
+    while len(durations) < MAX_SAMPLES and (
         len(durations) < min_samples or time.perf_counter() - started < min_seconds
     ):
         begin = time.perf_counter()
@@ -45,11 +46,7 @@ def median_seconds(
     return statistics.median(durations), len(durations)
 
 
-def time_steps(
-    workload: Workload, min_calls: int = 3, min_seconds: float = 1.0, max_calls: int = 50
-) -> StepTiming:
+def time_steps(workload: Workload, min_calls: int = 3, min_seconds: float = 1.0) -> StepTiming:
     steps = workload.spec.steps_per_call
-    median, calls = median_seconds(
-        workload.run, workload.device, steps, min_calls, min_seconds, max_calls
-    )
+    median, calls = median_seconds(workload.run, workload.device, steps, min_calls, min_seconds)
     return StepTiming(median, workload.batch_size / median, calls, steps)
