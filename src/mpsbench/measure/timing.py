@@ -13,8 +13,6 @@ from mpsbench.measure import devices
 if TYPE_CHECKING:
     from mpsbench.measure.workloads import Workload
 
-MAX_SAMPLES = 50
-
 
 @dataclass(frozen=True)
 class StepTiming:
@@ -30,13 +28,14 @@ def median_seconds(
     per_sample: int,
     min_samples: int = 3,
     min_seconds: float = 1.0,
+    max_samples: int = 50,
 ) -> tuple[float, int]:
     """Median seconds per step of a warmed-up ``run``, and the calls it took."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize
     synchronize()
     started = time.perf_counter()
-    while len(durations) < MAX_SAMPLES and (
+    while len(durations) < max_samples and (
         len(durations) < min_samples or time.perf_counter() - started < min_seconds
     ):
         begin = time.perf_counter()

@@ -93,7 +93,7 @@ class Workload:
             self.scaler.update()
         return loss
 
-    def evaluate(self, samples: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, samples: int) -> tuple[torch.Tensor, torch.Tensor]:
         was_training = self.model.training
         self.model.eval()
         try:
