@@ -133,8 +133,8 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
         try:
             readings[name] = measure_family()
         except Exception as exc:
-            what = f"{type(exc).__name__}: {errors.first_line(exc)}"
-            readings[name] = Outcome(failed=f"measuring {name} failed: {what}")
+            failed = f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}"
+            readings[name] = Outcome(failed=failed)
     return readings
 
 
