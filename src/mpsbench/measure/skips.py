@@ -40,9 +40,8 @@ def require_dtype(device: str, dtype: str) -> None:
 
 def require_torch(minimum: tuple[int, int], what: str) -> None:
     if precision.torch_version() < minimum:
-        needed = ".".join(map(str, minimum))
         raise SkipNotImplemented(
-            f"{what} needs torch {needed} or later; this is {torch.__version__}"
+            f"{what} needs torch {minimum[0]}.{minimum[1]} or later; this is {torch.__version__}"
         )
 
 
