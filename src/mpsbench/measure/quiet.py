@@ -152,7 +152,7 @@ class Gate:
                 f" {name} (set by {WAIT})"
             )
             while problems(state) and self.clock() - started < self.limit:
-                self.sleep(max(0.0, POLL - WINDOW))
+                self.sleep(POLL - WINDOW)
                 state = self.reader(WINDOW)
         self.ran_out = bool(problems(state))
         return {**state.fields(), "waited": round(self.clock() - started, 1)}
