@@ -108,9 +108,12 @@ def _rapl(root: Path) -> Counter:
         raise skips.SkipNotImplemented(
             f"no RAPL package domain under {root} (a VM, or no intel_rapl driver)"
         )
+
+    def read(name: str) -> list[int]:
+        return [int((zone / name).read_text()) for zone in zones]
+
     try:
-        ranges = [int((zone / "max_energy_range_uj").read_text()) for zone in zones]
-        last = [int((zone / "energy_uj").read_text()) for zone in zones]
+        ranges, last = read("max_energy_range_uj"), read("energy_uj")
     except PermissionError:
         raise skips.SkipNotImplemented(
             f"RAPL's energy_uj under {root} is readable by root only (Linux 5.10+)"
@@ -118,8 +121,7 @@ def _rapl(root: Path) -> Counter:
     total = [0]  # microjoules, wrap-arounds undone
 
     def joules() -> float:
-        for index, zone in enumerate(zones):
-            now = int((zone / "energy_uj").read_text())
+        for index, now in enumerate(read("energy_uj")):
             total[0] += (now - last[index]) % ranges[index]
             last[index] = now
         return total[0] / 1e6

@@ -43,7 +43,7 @@ def grad_scaler(device: str, kind: str, name: str) -> Any | None:
 
 
 def torch_version() -> tuple[int, int]:
-    major, minor = re.findall(r"\d+", str(torch.__version__))[:2]
+    major, minor = re.findall(r"\d+", torch.__version__)[:2]
     return int(major), int(minor)
 
 

@@ -1,5 +1,5 @@
-"""Which combinations this run times, so asv starts no process for the rest; a device is left out
-only where this machine plainly lacks it (the benchmarked build's torch decides the rest)."""
+"""Which combinations this run times, so asv starts no process for the rest; only a device this
+machine plainly lacks is left out (the benchmarked build's torch decides the rest)."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ def discover(benchmark_dir: Path) -> list[Any]:
         return [name for name in sys.modules if name.partition(".")[0] == root.name]
 
     saved = {name: sys.modules.pop(name) for name in suite_modules()}
-    sys.path.insert(0, str(root.parent))
+    sys.path.insert(0, parent := str(root.parent))
     try:
         return list(disc_benchmarks(str(root)))
     finally:
-        sys.path.remove(str(root.parent))
+        sys.path.remove(parent)
         for name in suite_modules():
             del sys.modules[name]
         sys.modules.update(saved)

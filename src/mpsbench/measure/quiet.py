@@ -143,7 +143,6 @@ class Gate:
     ran_out: bool = field(default=False, init=False)
 
     def before(self, name: str) -> dict[str, Any]:
-        """Fields of the state before ``name``, with ``waited``."""
         last = self.last
         state = last[1] if last and self.clock() - last[0] <= FRESH else self.reader(WINDOW)
         started = self.clock()
@@ -153,7 +152,7 @@ class Gate:
                 f" {name} (set by {WAIT})"
             )
             while problems(state) and self.clock() - started < self.limit:
-                self.sleep(max(0.0, POLL - WINDOW))
+                self.sleep(POLL - WINDOW)
                 state = self.reader(WINDOW)
         self.ran_out = bool(problems(state))
         return {**state.fields(), "waited": round(self.clock() - started, 1)}

@@ -40,9 +40,8 @@ def require_dtype(device: str, dtype: str) -> None:
 
 def require_torch(minimum: tuple[int, int], what: str) -> None:
     if precision.torch_version() < minimum:
-        needed = ".".join(map(str, minimum))
         raise SkipNotImplemented(
-            f"{what} needs torch {needed} or later; this is {torch.__version__}"
+            f"{what} needs torch {minimum[0]}.{minimum[1]} or later; this is {torch.__version__}"
         )
 
 
@@ -55,7 +54,7 @@ def torch_lacks(exc: BaseException) -> bool:
 
 def compile_unsupported(device: str) -> str | None:
     version = torch.__version__
-    if precision.torch_version() < (2, 0) or not hasattr(torch, "compile"):
+    if precision.torch_version() < (2, 0):
         return f"torch {version} has no torch.compile (2.0+)"
     dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
     if dynamo is not None and not dynamo():

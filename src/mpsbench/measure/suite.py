@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,11 +24,11 @@ from mpsbench.measure import (
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
 
 
+@dataclass
 class StepTimer:
     """asv ``timer`` for bodies that loop k steps: the clock over k."""
 
-    def __init__(self, steps_per_call: int) -> None:
-        self.steps_per_call = steps_per_call
+    steps_per_call: int
 
     def __call__(self) -> float:
         return time.perf_counter() / self.steps_per_call
@@ -72,7 +73,7 @@ def prepare(
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:
-            workload = workloads.cached(kind, device, model, batch_size, dtype, compiled)
+            workload = workloads.cached((kind, device, model, batch_size, dtype, compiled))
         except NotImplementedError as exc:
             raise RuntimeError(f"{model} on {device}: torch lacks an op: {exc}") from exc
         if guarded:
@@ -81,15 +82,12 @@ def prepare(
 
 
 @dataclass
-class OutOfMemorySkips:
+class OutOfMemorySkips(contextlib.AbstractContextManager["OutOfMemorySkips"]):
     """Turns a device's out-of-memory error into a skip (a class: cheap in a timed call)."""
 
     device: str
     model: str
     batch_size: int
-
-    def __enter__(self) -> OutOfMemorySkips:
-        return self
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
         if exc is None or isinstance(exc, skips.SkipNotImplemented):

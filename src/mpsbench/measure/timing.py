@@ -45,11 +45,7 @@ def median_seconds(
     return statistics.median(durations), len(durations)
 
 
-def time_steps(
-    workload: Workload, min_calls: int = 3, min_seconds: float = 1.0, max_calls: int = 50
-) -> StepTiming:
+def time_steps(workload: Workload, min_calls: int = 3, min_seconds: float = 1.0) -> StepTiming:
     steps = workload.spec.steps_per_call
-    median, calls = median_seconds(
-        workload.run, workload.device, steps, min_calls, min_seconds, max_calls
-    )
+    median, calls = median_seconds(workload.run, workload.device, steps, min_calls, min_seconds)
     return StepTiming(median, workload.batch_size / median, calls, steps)
