@@ -131,12 +131,12 @@ def run_command(
     options: Sequence[str],
     commits: Sequence[str],
     hashfile: Path,
-    saving: str | None = None,
+    saving: str = "asv",
 ) -> list[str]:
     return [
         sys.executable,
         "-m",
-        saving or "asv",
+        saving,
         "run",
         "--config",
         str(config),
@@ -156,7 +156,7 @@ def only(hashfile: Path) -> dict[str, str]:
     return {**kept, RUN_BUILDS: str(hashfile)}
 
 
-def publish(config: Path, options: Sequence[str] = ()) -> None:
+def publish(config: Path, options: Sequence[str]) -> None:
     command = [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
     if status := subprocess.run(command).returncode:
         raise AsvError(
@@ -244,10 +244,10 @@ def _raise_stopped(signum: int, frame: object) -> None:
 
 def supervise(
     command: Sequence[str],
-    cwd: Path | None,
-    env: Mapping[str, str] | None,
+    cwd: Path,
+    env: Mapping[str, str],
     tick: Callable[[], None],
-    output: Path | None = None,
+    output: Path,
 ) -> int:
     """Ticks each second and at the end; a signal or an error ends all it started."""
     import psutil
@@ -256,13 +256,9 @@ def supervise(
     seen: set[Any] = set()
     running: subprocess.Popen[bytes] | None = None
     try:
-        with open(output, "ab") if output is not None else contextlib.nullcontext() as out:
+        with open(output, "ab") as out:
             running = subprocess.Popen(
-                command,
-                cwd=cwd,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT if out is not None else None,
+                command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT
             )
         seen.add(me := psutil.Process(running.pid))
         while True:

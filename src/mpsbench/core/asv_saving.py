@@ -183,8 +183,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
-        server = getattr(spawner, "server_proc", None)
-        if server is not None:
+        if (server := getattr(spawner, "server_proc", None)) is not None:
             import psutil
 
             event(  # the next run ends a forkserver a kill leaves
@@ -213,13 +212,12 @@ def _combined(parts: dict[int, Any], count: int) -> Any:
     def column(name: str, missing: Any) -> list[Any]:
         return [getattr(parts[idx], name)[idx] if idx in parts else missing for idx in range(count)]
 
-    ordered = [parts[idx] for idx in sorted(parts)]
     return asv_internals.BenchmarkResult(
         result=column("result", math.nan),
         samples=column("samples", None),
         number=column("number", None),
-        errcode=next((part.errcode for part in reversed(ordered) if part.errcode), 0),
-        stderr="\n\n".join(part.stderr for part in ordered if part.stderr),
+        errcode=next((part.errcode for part in reversed(parts.values()) if part.errcode), 0),
+        stderr="\n\n".join(part.stderr for part in parts.values() if part.stderr),
         profile=asv_internals.combine_profile_data([part.profile for part in parts.values()]),
     )
 

@@ -156,18 +156,11 @@ def search(
         }
         found = {name: _classify(*verdicts) for name, verdicts in against.items()}
         state.rows += [
-            _row(
-                name,
-                "step",
-                step.times[name],
-                vs_good,
-                f"{vs_bad.ratio:.3f}",
-                found[name] or "undecided",
-            )
+            _row(name, "step", step.times[name], vs_good, f"{vs_bad.ratio:.3f}", found[name])
             for name, (vs_good, vs_bad) in against.items()
         ]
         for name, (vs_good, vs_bad) in against.items():  # oldest first
-            if found[name] is None:
+            if found[name] == "undecided":
                 return Unresolved(
                     UNDECIDED,
                     f"undecided at {name}: against GOOD {vs_good.reason};"
@@ -248,14 +241,14 @@ def _step_decided(
         if not confirmed and endpoint != verdict.SLOWER:
             return endpoint != verdict.UNDECIDED  # nothing to bisect
         classes = (_classify(verdicts[(good, n)], verdicts[(n, bad)]) for n in candidates)
-        return next((found is not None for found in classes if found != "good"), True)
+        return next((found == "bad" for found in classes if found != "good"), True)
 
     return decided
 
 
-def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
+def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str:
     if vs_good.decision == verdict.SLOWER:
         return "bad"
     if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):
         return "good"
-    return None
+    return "undecided"

@@ -27,7 +27,7 @@ class Plan:
     activities: list[Any]  # empty: the legacy autograd profiler
     basis: str  # "device" or "cpu"
     missing: list[str] = field(default_factory=list)
-    signposts: Callable[[], Any] | None = None
+    signposts: Callable[[], Any] = contextlib.nullcontext
 
 
 def plan(torch: Any, device: str) -> Plan:
@@ -109,17 +109,15 @@ def profile(
             seconds = [_seconds(call) for _ in range(calls)]
         return rows(legacy.function_events), seconds
     kept: list[Any] = []
-    with contextlib.ExitStack() as stack:
-        if found.signposts is not None:
-            stack.enter_context(found.signposts())
-        profiler = stack.enter_context(
-            torch.profiler.profile(
-                activities=found.activities,
-                record_shapes=True,
-                schedule=torch.profiler.schedule(wait=0, warmup=1, active=calls, repeat=1),
-                on_trace_ready=lambda done: kept.append(list(done.events())),
-            )
-        )
+    with (
+        found.signposts(),
+        torch.profiler.profile(
+            activities=found.activities,
+            record_shapes=True,
+            schedule=torch.profiler.schedule(wait=0, warmup=1, active=calls, repeat=1),
+            on_trace_ready=lambda done: kept.append(list(done.events())),
+        ) as profiler,
+    ):
         seconds = []
         for _ in range(calls + 1):
             seconds.append(_seconds(call))

@@ -137,20 +137,24 @@ def _round(
         f"serve_build: round {number} ended: status {rc} in {seconds:.2f} s"
         f" (sampling {sampling:.2f} s)"
     )
-    said = {"round": number, "rc": rc, "result": result, "seconds": seconds, "sampling": sampling}
-    said["pid"] = os.getpid()
-    return said if asked is None else said | {"forked": started - asked}
+    said = {
+        "round": number,
+        "rc": rc,
+        "result": result,
+        "seconds": seconds,
+        "sampling": sampling,
+        "pid": os.getpid(),
+    }
+    if asked is not None:
+        said["forked"] = started - asked
+    return said
 
 
-def _preload() -> dict[str, float]:
-    timed: dict[str, float] = {}
+def _preload() -> None:
     with contextlib.suppress(Exception):
         for package in importlib.import_module("mpsbench.measure.models").PRELOADED:
-            clock = time.perf_counter()
             with contextlib.suppress(Exception):
                 importlib.import_module(package)
-                timed[package] = time.perf_counter() - clock
-    return timed
 
 
 def _forked_round(
@@ -208,10 +212,16 @@ def main(argv: list[str]) -> int:
             _say(reply, {"error": "cannot fork rounds: CUDA is initialized in the warm parent"})
             return 3
         gc.freeze()  # children's collections neither walk nor copy the imports
-    ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
     _say(
         reply,
-        ready | {"torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
+        {
+            "ready": True,
+            "pid": os.getpid(),
+            "torch": getattr(torch, "__version__", "?"),
+            "torch_file": os.path.abspath(torch.__file__),
+            "mode": mode,
+            "timeout": timeout,
+        },
     )
     for line in sys.stdin:
         if mode == SPAWN:
