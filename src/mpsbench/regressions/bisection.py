@@ -151,22 +151,30 @@ def search(
                 _row(good.name, "GOOD", step.times[good.name], None, "", "endpoint"),
                 _row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"),
             ]
-        against = {
-            n: (step.verdicts[(good.name, n)], step.verdicts[(n, bad.name)]) for n in candidates
-        }
-        found = {name: _classify(*verdicts) for name, verdicts in against.items()}
-        state.rows += [
-            _row(name, "step", step.times[name], vs_good, f"{vs_bad.ratio:.3f}", found[name])
-            for name, (vs_good, vs_bad) in against.items()
+        against = [
+            (name, step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
+            for name in candidates
         ]
-        for name, (vs_good, vs_bad) in against.items():  # oldest first
-            if found[name] == "undecided":
+        state.rows += [
+            _row(
+                name,
+                "step",
+                step.times[name],
+                vs_good,
+                f"{vs_bad.ratio:.3f}",
+                _classify(vs_good, vs_bad),
+            )
+            for name, vs_good, vs_bad in against
+        ]
+        for name, vs_good, vs_bad in against:  # oldest first
+            found = _classify(vs_good, vs_bad)
+            if found == "undecided":
                 return Unresolved(
                     UNDECIDED,
                     f"undecided at {name}: against GOOD {vs_good.reason};"
                     f" against BAD {vs_bad.reason}",
                 )
-            if found[name] == "bad":
+            if found == "bad":
                 state.high = between.index(name)
                 break
             state.low = between.index(name)

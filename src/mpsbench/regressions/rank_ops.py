@@ -14,18 +14,7 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 
 MODULE = "benchmark_ops"
-HEADER = [
-    "rank",
-    "ratio",
-    "before",
-    "after",
-    "change",
-    "benchmark",
-    "device",
-    "op",
-    "dtype",
-    "size",
-]
+HEADER = "rank ratio before after change benchmark device op dtype size".split()
 
 
 @dataclass(frozen=True)
@@ -125,7 +114,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
             text.table([HEADER, *rows]),
             f"{len(found)} combinations timed in both runs; ratio = after / before time per call",
         ]
-        if top is not None and top < len(found):
+        if len(rows) < len(found):
             lines.append(f"(the {top} largest shown; --top 0 shows all)")
     if ranking.version_changed:
         changed = ", ".join(ranking.version_changed)
