@@ -29,7 +29,6 @@ class _Build:
     results: Any
     saved: Any  # as loaded, plus each final combination since
     rounds_left: dict[str, int]
-    final_round_here: bool
     record_samples: bool
     append: dict[str, bool]  # asv appends the final samples
 
@@ -102,21 +101,20 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
     runner.Results.save = _atomic(runner.Results.save)
 
     def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
-        # asv saves nothing for --python=same
-        if results is None or isinstance(env, asv_internals.ExistingEnvironment):
-            return run_benchmarks(benchmarks, env, results=results, **options)
         extra = dict(options.get("extra_params") or {})
         if options.get("quick"):
             extra["rounds"] = 1
         most = max((_rounds(b, extra) for b in benchmarks.values()), default=1)
         rounds = options.get("run_rounds") or list(range(1, most + 1))
+        # asv saves nothing for --python=same; the final round saves
+        if results is None or isinstance(env, asv_internals.ExistingEnvironment) or 1 not in rounds:
+            return run_benchmarks(benchmarks, env, results=results, **options)
         left = {name: sum(r <= _rounds(b, extra) for r in rounds) for name, b in benchmarks.items()}
         existing = results.get_result_keys(benchmarks) if options.get("append_samples") else set()
         build = _Build(
             results,
             copy.deepcopy(results),
             left,
-            1 in rounds,
             bool(options.get("record_samples")),
             {name: name in existing or left[name] > 1 for name in benchmarks},
         )
@@ -140,12 +138,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             build.rounds_left[name] -= 1
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
-        if (
-            build is None
-            or build.rounds_left.get(name, 1) > 0
-            or not build.final_round_here
-            or not chosen
-        ):
+        if build is None or build.rounds_left.get(name, 1) > 0 or not chosen:
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         parts: dict[int, Any] = {}
         whole: dict[int, Any] = {}  # with earlier rounds' samples

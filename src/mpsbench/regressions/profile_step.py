@@ -34,8 +34,11 @@ def plan(torch: Any, device: str) -> Plan:
     """The profiler's activities for ``device``, where the build has them."""
     activity = getattr(getattr(torch, "profiler", None), "ProfilerActivity", None)
     if activity is None:
-        missing = "torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"
-        return Plan([], "cpu", [missing])
+        return Plan(
+            [],
+            "cpu",
+            ["torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"],
+        )
     found = Plan([activity.CPU], "cpu")
     if device == "cuda" and hasattr(activity, "CUDA") and torch.cuda.is_available():
         found.activities.append(activity.CUDA)
