@@ -144,9 +144,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
     call = functools.partial(benchmark.func, *params)
     try:
-        # what asv divides a sample's clock by
-        steps = getattr(benchmark.timer, "steps_per_call", 1)
-        steps = steps if isinstance(steps, int) and steps > 0 else 1
+        steps = getattr(benchmark.timer, "steps_per_call", 1)  # measure.suite.StepTimer's k
         for _ in range(WARM_UP_CALLS):
             call()
         least, most, seconds = TIMED_CALLS

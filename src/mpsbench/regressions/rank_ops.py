@@ -14,7 +14,18 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 
 MODULE = "benchmark_ops"
-HEADER = "rank ratio before after change benchmark device op dtype size".split()
+HEADER = [
+    "rank",
+    "ratio",
+    "before",
+    "after",
+    "change",
+    "benchmark",
+    "device",
+    "op",
+    "dtype",
+    "size",
+]
 
 
 @dataclass(frozen=True)
