@@ -31,8 +31,8 @@ def _site_without_switch() -> None:
     venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
     if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # site.venv()'s work, which -S skipped
         sys.prefix = sys.exec_prefix = venv
-    names = sysconfig.get_scheme_names()  # Debian's default, posix_local, is not a venv's
-    scheme = "venv" if "venv" in names else ("nt" if os.name == "nt" else "posix_prefix")
+    # Debian's default scheme, posix_local, is not a venv's
+    scheme = "venv" if "venv" in sysconfig.get_scheme_names() else "posix_prefix"
     purelib = sysconfig.get_path(
         "purelib", scheme, {"base": sys.prefix, "platbase": sys.exec_prefix}
     )
