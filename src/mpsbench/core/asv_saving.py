@@ -91,7 +91,7 @@ def _outcome(value: Any) -> str:
     return "skipped" if isinstance(value, float) and math.isnan(value) else "value"
 
 
-def install(results_dir: Path, gate: Gate | None = None) -> None:
+def install(results_dir: Path, gate: Gate) -> None:
     runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
@@ -145,12 +145,12 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         commit = build.results.commit_hash
         for idx in chosen:
             shown = combination(name, params[idx])
-            state = gate.before(shown) if gate is not None else {}
+            state = gate.before(shown)
             started = time.monotonic()
             event(results_dir, event="start", name=shown, build=commit, **state)
             parts[idx] = part = run_benchmark(benchmark, spawner, profile, {idx}, extra_params, cwd)
             seconds = time.monotonic() - started
-            state = gate.after() if gate is not None else {}
+            state = gate.after()
             whole[idx] = _with_earlier(build, benchmark, idx, part)
             build.saved.add_result(
                 benchmark,
@@ -215,7 +215,7 @@ def _combined(parts: dict[int, Any], count: int) -> Any:
     )
 
 
-def main(argv: list[str], gate: Gate | None = None) -> None:
+def main(argv: list[str], gate: Gate) -> None:
     args = asv_internals.make_argparser()[0].parse_args(argv)
     if not getattr(args, "dry_run", True):  # a dry run saves nothing
         path = Path(args.config or "asv.conf.json").resolve()
@@ -223,7 +223,3 @@ def main(argv: list[str], gate: Gate | None = None) -> None:
         install(results_dir, gate)
     sys.argv = ["asv", *argv]
     asv_internals.asv_main()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
