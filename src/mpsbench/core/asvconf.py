@@ -111,7 +111,7 @@ class AsvConf:
             if key in conf:
                 conf[key] = [command.replace("{conf_dir}", str(self.root)) for command in conf[key]]
         workdir.mkdir(parents=True, exist_ok=True)
-        path = workdir / "asv.conf.json"
+        path = workdir / CONFIG
         files.write(path, json.dumps(conf, indent=2) + "\n")
         return path
 

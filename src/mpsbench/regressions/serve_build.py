@@ -82,8 +82,7 @@ def _flush() -> None:
 
 
 def _say(reply: TextIO, message: dict[str, Any]) -> None:
-    reply.write(json.dumps(message) + "\n")
-    reply.flush()
+    print(json.dumps(message), file=reply, flush=True)
 
 
 def _round(
