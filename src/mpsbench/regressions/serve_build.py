@@ -149,11 +149,15 @@ def _round(
     return said
 
 
-def _preload() -> None:
+def _preload() -> dict[str, float]:
+    timed: dict[str, float] = {}
     with contextlib.suppress(Exception):
         for package in importlib.import_module("mpsbench.measure.models").PRELOADED:
+            clock = time.perf_counter()
             with contextlib.suppress(Exception):
                 importlib.import_module(package)
+                timed[package] = time.perf_counter() - clock
+    return timed
 
 
 def _forked_round(
