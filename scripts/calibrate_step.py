@@ -128,7 +128,7 @@ def main() -> int:
                 "--launch-method",
                 args.launch_method,
                 "--factor",
-                str(rule.regression_factor()),
+                str(rule.factor(asvconf.load().thresholds)),
                 "-b",
                 rf"time_step\('{args.device}', '(mlp|{cal.INJECTED_MODEL})'",
                 old,

@@ -329,10 +329,10 @@ def test_a_setting_that_changes_what_a_value_means_is_refused_for_recording(
 
 def test_a_throw_away_run_may_change_them_and_timeout_changes_nothing():
     assert asv.run_args(["-a", "repeat=1", "--quick", "--dry-run"]).dry_run
-    assert asv.run_args(["-a", "timeout=120", "ALL"]).changes_values == ()
+    assert asv.run_args(["-a", "timeout=120", "ALL"]).changes_values is None
     assert (
         asv.run_args(["--launch-method", "spawn", "--record-samples", "-e", "ALL"]).changes_values
-        == ()
+        is None
     )
 
 

@@ -373,8 +373,10 @@ def test_the_factor_is_one_plus_the_rows_threshold_of_asv_conf(tmp_path, capsys)
     assert cli.main(["factor", "--config", str(config), "-b", "xyz"]) == 0
     assert capsys.readouterr().out.split() == ["1.2", "1.5"]
     config.write_text('{"version": 1}')
-    assert rule.regression_factor(config) == pytest.approx(1 + rule.ASV_DEFAULT_THRESHOLD)
-    assert rule.regression_factor(ROOT / "asv.conf.json") > 1
+    assert rule.factor(asvconf.load(config).thresholds) == pytest.approx(
+        1 + rule.ASV_DEFAULT_THRESHOLD
+    )
+    assert rule.factor(asvconf.load(ROOT / "asv.conf.json").thresholds) > 1
 
 
 def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
@@ -385,7 +387,7 @@ def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
         match=r"regressions_thresholds\['\.\*'\] must be a fraction >= 0, "
         r"got 'five percent'",
     ):
-        rule.regression_factor(config)
+        rule.factor(asvconf.load(config).thresholds)
     assert cli.main(["factor", "--config", str(config)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
 

@@ -69,10 +69,9 @@ def test_compare_and_bisect_take_the_factor_the_site_and_alerts_judge_by(tmp_pat
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"regressions_thresholds": RULES}))
     ops = "benchmark_ops.MemoryBoundOps.time_forward('cpu', 'add')"
-    assert (
-        rule.regression_factor(config, ops) == pytest.approx(1.2) == 1 + rule.threshold(RULES, ops)
-    )
-    assert rule.regression_factor(config, STEP) == pytest.approx(1.05)
+    thresholds = asvconf.load(config).thresholds
+    assert rule.factor(thresholds, ops) == pytest.approx(1.2) == 1 + rule.threshold(RULES, ops)
+    assert rule.factor(thresholds, STEP) == pytest.approx(1.05)
 
 
 def test_each_decision_has_its_exit_status_and_two_is_left_to_a_users_mistake():

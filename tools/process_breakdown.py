@@ -250,12 +250,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _switch(python: Path, build: dict[str, Any], session: fresh.Session, repeat: int) -> float:
     """asv's environment switch per round (install_build.py's uninstall and install, as asv runs them)."""
-    from mpsbench.regressions import servers
+    from mpsbench.builds import install_build
 
     folder = session.scratch / "switch"
     folder.mkdir(exist_ok=True)
     (folder / "build.json").write_text(json.dumps(build))
-    installer, env_dir = str(servers.INSTALLER), str(python.parents[1])
+    installer, env_dir = install_build.__file__, str(python.parents[1])
     commands = [
         [str(python), installer, "uninstall", env_dir],
         [str(python), installer, "install", str(folder), env_dir, str(session.root / "src")],

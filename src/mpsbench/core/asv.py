@@ -50,27 +50,20 @@ def pattern(names: Sequence[str]) -> str:
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
-def _value_changes(parsed: Any) -> tuple[str, ...]:
-    found = ["--quick would record single-sample values as results"] if parsed.quick else []
+def _value_change(parsed: Any) -> str | None:
+    if parsed.quick:
+        return "--quick would record single-sample values as results"
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
-            found.append("--cpu-affinity pins the benchmark to some cores, not the whole machine")
-        elif name != "timeout":  # the one -a that keeps a value's meaning
-            found.append(
-                f"-a {name}={value} overrides how the benchmark samples, unlike its history"
-            )
+            return "--cpu-affinity pins the benchmark to some cores, not the whole machine"
+        if name != "timeout":  # the one -a that keeps a value's meaning
+            return f"-a {name}={value} overrides how the benchmark samples, unlike its history"
     if parsed.set_commit_hash:
-        found.append(
-            f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
-        )
-    specs = [*(parsed.env_spec or []), *([f":{parsed.python}"] if parsed.python else [])]
-    if here := [
-        spec
-        for spec in specs
-        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
-    ]:
-        found.append(f"-E {here[0]} times the torch installed here, not the build filed under")
-    return tuple(found)
+        return f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
+    for spec in [*(parsed.env_spec or []), *([f":{parsed.python}"] if parsed.python else [])]:
+        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same":
+            return f"-E {spec} times the torch installed here, not the build filed under"
+    return None
 
 
 @dataclass(frozen=True)
@@ -80,7 +73,7 @@ class RunArgs:
     rest: list[str]
     environment: str  # from -E TYPE:PYTHON, else "*"
     dry_run: bool
-    changes_values: tuple[str, ...]
+    changes_values: str | None  # why its values would not be history
 
     def before(self, *options: str) -> RunArgs:
         """A later option wins in asv."""
@@ -115,7 +108,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
         rest,
         f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*",
         bool(parsed.dry_run),
-        _value_changes(parsed),
+        _value_change(parsed),
     )
 
 
@@ -131,12 +124,12 @@ def run_command(
     options: Sequence[str],
     commits: Sequence[str],
     hashfile: Path,
-    saving: str | None = None,
+    saving: str = "asv",
 ) -> list[str]:
     return [
         sys.executable,
         "-m",
-        saving or "asv",
+        saving,
         "run",
         "--config",
         str(config),
@@ -156,7 +149,7 @@ def only(hashfile: Path) -> dict[str, str]:
     return {**kept, RUN_BUILDS: str(hashfile)}
 
 
-def publish(config: Path, options: Sequence[str] = ()) -> None:
+def publish(config: Path, options: Sequence[str]) -> None:
     command = [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
     if status := subprocess.run(command).returncode:
         raise AsvError(
@@ -244,10 +237,10 @@ def _raise_stopped(signum: int, frame: object) -> None:
 
 def supervise(
     command: Sequence[str],
-    cwd: Path | None,
-    env: Mapping[str, str] | None,
+    cwd: Path,
+    env: Mapping[str, str],
     tick: Callable[[], None],
-    output: Path | None = None,
+    output: Path,
 ) -> int:
     """Ticks each second and at the end; a signal or an error ends all it started."""
     import psutil
@@ -256,13 +249,9 @@ def supervise(
     seen: set[Any] = set()
     running: subprocess.Popen[bytes] | None = None
     try:
-        with open(output, "ab") if output is not None else contextlib.nullcontext() as out:
+        with open(output, "ab") as out:
             running = subprocess.Popen(
-                command,
-                cwd=cwd,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT if out is not None else None,
+                command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT
             )
         seen.add(me := psutil.Process(running.pid))
         while True:

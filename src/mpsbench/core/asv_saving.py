@@ -29,7 +29,6 @@ class _Build:
     results: Any
     saved: Any  # as loaded, plus each final combination since
     rounds_left: dict[str, int]
-    final_round_here: bool
     record_samples: bool
     append: dict[str, bool]  # asv appends the final samples
 
@@ -92,7 +91,7 @@ def _outcome(value: Any) -> str:
     return "skipped" if isinstance(value, float) and math.isnan(value) else "value"
 
 
-def install(results_dir: Path, gate: Gate | None = None) -> None:
+def install(results_dir: Path, gate: Gate) -> None:
     runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
@@ -102,21 +101,20 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
     runner.Results.save = _atomic(runner.Results.save)
 
     def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
-        # asv saves nothing for --python=same
-        if results is None or isinstance(env, asv_internals.ExistingEnvironment):
-            return run_benchmarks(benchmarks, env, results=results, **options)
         extra = dict(options.get("extra_params") or {})
         if options.get("quick"):
             extra["rounds"] = 1
         most = max((_rounds(b, extra) for b in benchmarks.values()), default=1)
         rounds = options.get("run_rounds") or list(range(1, most + 1))
+        # asv saves nothing for --python=same; the final round saves
+        if results is None or isinstance(env, asv_internals.ExistingEnvironment) or 1 not in rounds:
+            return run_benchmarks(benchmarks, env, results=results, **options)
         left = {name: sum(r <= _rounds(b, extra) for r in rounds) for name, b in benchmarks.items()}
         existing = results.get_result_keys(benchmarks) if options.get("append_samples") else set()
         build = _Build(
             results,
             copy.deepcopy(results),
             left,
-            1 in rounds,
             bool(options.get("record_samples")),
             {name: name in existing or left[name] > 1 for name in benchmarks},
         )
@@ -140,24 +138,19 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             build.rounds_left[name] -= 1
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
-        if (
-            build is None
-            or build.rounds_left.get(name, 1) > 0
-            or not build.final_round_here
-            or not chosen
-        ):
+        if build is None or build.rounds_left.get(name, 1) > 0 or not chosen:
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         parts: dict[int, Any] = {}
         whole: dict[int, Any] = {}  # with earlier rounds' samples
         commit = build.results.commit_hash
         for idx in chosen:
             shown = combination(name, params[idx])
-            state = gate.before(shown) if gate is not None else {}
+            state = gate.before(shown)
             started = time.monotonic()
             event(results_dir, event="start", name=shown, build=commit, **state)
             parts[idx] = part = run_benchmark(benchmark, spawner, profile, {idx}, extra_params, cwd)
             seconds = time.monotonic() - started
-            state = gate.after() if gate is not None else {}
+            state = gate.after()
             whole[idx] = _with_earlier(build, benchmark, idx, part)
             build.saved.add_result(
                 benchmark,
@@ -183,8 +176,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
-        server = getattr(spawner, "server_proc", None)
-        if server is not None:
+        if (server := getattr(spawner, "server_proc", None)) is not None:
             import psutil
 
             event(  # the next run ends a forkserver a kill leaves
@@ -213,18 +205,17 @@ def _combined(parts: dict[int, Any], count: int) -> Any:
     def column(name: str, missing: Any) -> list[Any]:
         return [getattr(parts[idx], name)[idx] if idx in parts else missing for idx in range(count)]
 
-    ordered = [parts[idx] for idx in sorted(parts)]
     return asv_internals.BenchmarkResult(
         result=column("result", math.nan),
         samples=column("samples", None),
         number=column("number", None),
-        errcode=next((part.errcode for part in reversed(ordered) if part.errcode), 0),
-        stderr="\n\n".join(part.stderr for part in ordered if part.stderr),
+        errcode=next((part.errcode for part in reversed(parts.values()) if part.errcode), 0),
+        stderr="\n\n".join(part.stderr for part in parts.values() if part.stderr),
         profile=asv_internals.combine_profile_data([part.profile for part in parts.values()]),
     )
 
 
-def main(argv: list[str], gate: Gate | None = None) -> None:
+def main(argv: list[str], gate: Gate) -> None:
     args = asv_internals.make_argparser()[0].parse_args(argv)
     if not getattr(args, "dry_run", True):  # a dry run saves nothing
         path = Path(args.config or "asv.conf.json").resolve()
@@ -232,7 +223,3 @@ def main(argv: list[str], gate: Gate | None = None) -> None:
         install(results_dir, gate)
     sys.argv = ["asv", *argv]
     asv_internals.asv_main()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -60,7 +60,7 @@ class AsvConf:
     def repo(self) -> Path | None:
         """None where ``repo`` is a URL."""
         repo = self.raw.get("repo")
-        return None if repo is None or "://" in str(repo) else (self.root / str(repo)).resolve()
+        return None if repo is None or "://" in repo else (self.root / repo).resolve()
 
     @property
     def branches(self) -> list[str]:
@@ -69,13 +69,13 @@ class AsvConf:
     @cached_property
     def thresholds(self) -> dict[str, float]:
         return {
-            str(regex): float(value)
+            regex: float(value)
             for regex, value in (self.raw.get("regressions_thresholds") or {}).items()
         }
 
     def launch_method(self, platform: str | None = None) -> str:
         table = self.raw.get("launch_method_by_platform") or {}
-        return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
+        return table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn"
 
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
@@ -111,7 +111,7 @@ class AsvConf:
             if key in conf:
                 conf[key] = [command.replace("{conf_dir}", str(self.root)) for command in conf[key]]
         workdir.mkdir(parents=True, exist_ok=True)
-        path = workdir / "asv.conf.json"
+        path = workdir / CONFIG
         files.write(path, json.dumps(conf, indent=2) + "\n")
         return path
 

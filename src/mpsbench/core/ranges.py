@@ -31,7 +31,7 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
     done = git.run(timeline, *args, check=False)
     if done.returncode == 0:
         return done.stdout.decode().split()
-    said = (git.said(done).splitlines() or ["git failed"])[0]
+    said = git.said(done) or "git failed"
     if "@" in what:  # CHANNEL@ID is no git revision
         root = (
             "; name builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives"

@@ -151,10 +151,10 @@ def search(
                 _row(good.name, "GOOD", step.times[good.name], None, "", "endpoint"),
                 _row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"),
             ]
-        against = {
-            n: (step.verdicts[(good.name, n)], step.verdicts[(n, bad.name)]) for n in candidates
-        }
-        found = {name: _classify(*verdicts) for name, verdicts in against.items()}
+        against = [
+            (name, step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
+            for name in candidates
+        ]
         state.rows += [
             _row(
                 name,
@@ -162,18 +162,19 @@ def search(
                 step.times[name],
                 vs_good,
                 f"{vs_bad.ratio:.3f}",
-                found[name] or "undecided",
+                _classify(vs_good, vs_bad),
             )
-            for name, (vs_good, vs_bad) in against.items()
+            for name, vs_good, vs_bad in against
         ]
-        for name, (vs_good, vs_bad) in against.items():  # oldest first
-            if found[name] is None:
+        for name, vs_good, vs_bad in against:  # oldest first
+            found = _classify(vs_good, vs_bad)
+            if found == "undecided":
                 return Unresolved(
                     UNDECIDED,
                     f"undecided at {name}: against GOOD {vs_good.reason};"
                     f" against BAD {vs_bad.reason}",
                 )
-            if found[name] == "bad":
+            if found == "bad":
                 state.high = between.index(name)
                 break
             state.low = between.index(name)
@@ -248,14 +249,14 @@ def _step_decided(
         if not confirmed and endpoint != verdict.SLOWER:
             return endpoint != verdict.UNDECIDED  # nothing to bisect
         classes = (_classify(verdicts[(good, n)], verdicts[(n, bad)]) for n in candidates)
-        return next((found is not None for found in classes if found != "good"), True)
+        return next((found == "bad" for found in classes if found != "good"), True)
 
     return decided
 
 
-def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
+def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str:
     if vs_good.decision == verdict.SLOWER:
         return "bad"
     if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):
         return "good"
-    return None
+    return "undecided"

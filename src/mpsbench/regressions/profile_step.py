@@ -27,15 +27,18 @@ class Plan:
     activities: list[Any]  # empty: the legacy autograd profiler
     basis: str  # "device" or "cpu"
     missing: list[str] = field(default_factory=list)
-    signposts: Callable[[], Any] | None = None
+    signposts: Callable[[], Any] = contextlib.nullcontext
 
 
 def plan(torch: Any, device: str) -> Plan:
     """The profiler's activities for ``device``, where the build has them."""
     activity = getattr(getattr(torch, "profiler", None), "ProfilerActivity", None)
     if activity is None:
-        missing = "torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"
-        return Plan([], "cpu", [missing])
+        return Plan(
+            [],
+            "cpu",
+            ["torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"],
+        )
     found = Plan([activity.CPU], "cpu")
     if device == "cuda" and hasattr(activity, "CUDA") and torch.cuda.is_available():
         found.activities.append(activity.CUDA)
@@ -109,17 +112,15 @@ def profile(
             seconds = [_seconds(call) for _ in range(calls)]
         return rows(legacy.function_events), seconds
     kept: list[Any] = []
-    with contextlib.ExitStack() as stack:
-        if found.signposts is not None:
-            stack.enter_context(found.signposts())
-        profiler = stack.enter_context(
-            torch.profiler.profile(
-                activities=found.activities,
-                record_shapes=True,
-                schedule=torch.profiler.schedule(wait=0, warmup=1, active=calls, repeat=1),
-                on_trace_ready=lambda done: kept.append(list(done.events())),
-            )
-        )
+    with (
+        found.signposts(),
+        torch.profiler.profile(
+            activities=found.activities,
+            record_shapes=True,
+            schedule=torch.profiler.schedule(wait=0, warmup=1, active=calls, repeat=1),
+            on_trace_ready=lambda done: kept.append(list(done.events())),
+        ) as profiler,
+    ):
         seconds = []
         for _ in range(calls + 1):
             seconds.append(_seconds(call))
@@ -143,9 +144,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
     call = functools.partial(benchmark.func, *params)
     try:
-        # what asv divides a sample's clock by
-        steps = getattr(benchmark.timer, "steps_per_call", 1)
-        steps = steps if isinstance(steps, int) and steps > 0 else 1
+        steps = getattr(benchmark.timer, "steps_per_call", 1)  # measure.suite.StepTimer's k
         for _ in range(WARM_UP_CALLS):
             call()
         least, most, seconds = TIMED_CALLS

@@ -125,7 +125,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
             text.table([HEADER, *rows]),
             f"{len(found)} combinations timed in both runs; ratio = after / before time per call",
         ]
-        if top is not None and top < len(found):
+        if len(rows) < len(found):
             lines.append(f"(the {top} largest shown; --top 0 shows all)")
     if ranking.version_changed:
         changed = ", ".join(ranking.version_changed)

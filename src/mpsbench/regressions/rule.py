@@ -8,9 +8,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from mpsbench.core import asvconf
 from mpsbench.measure import tolerances
 from mpsbench.results.recorded import Measured, unit
 
@@ -25,8 +23,7 @@ class Decision(str, enum.Enum):
     UNDECIDED = "undecided"
 
     @property
-    def exit_status(self) -> int:
-        """1 slower or wrong, 3 undecided, else 0 (2 is bad input)."""
+    def exit_status(self) -> int:  # 2 is bad input
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
@@ -42,12 +39,8 @@ def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = 
     )
 
 
-def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
-    return 1.0 + threshold(thresholds, entry, branch)
-
-
-def regression_factor(config: Path = asvconf.CONFIG, entry: str = "") -> float:
-    return factor(asvconf.load(config).thresholds, entry)
+def factor(thresholds: Mapping[str, float], entry: str = "") -> float:
+    return 1.0 + threshold(thresholds, entry)
 
 
 NOISE_MULTIPLE = 2.0

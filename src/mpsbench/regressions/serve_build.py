@@ -31,8 +31,8 @@ def _site_without_switch() -> None:
     venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
     if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # site.venv()'s work, which -S skipped
         sys.prefix = sys.exec_prefix = venv
-    names = sysconfig.get_scheme_names()  # Debian's default, posix_local, is not a venv's
-    scheme = "venv" if "venv" in names else ("nt" if os.name == "nt" else "posix_prefix")
+    # Debian's default scheme, posix_local, is not a venv's
+    scheme = "venv" if "venv" in sysconfig.get_scheme_names() else "posix_prefix"
     purelib = sysconfig.get_path(
         "purelib", scheme, {"base": sys.prefix, "platbase": sys.exec_prefix}
     )
@@ -82,8 +82,7 @@ def _flush() -> None:
 
 
 def _say(reply: TextIO, message: dict[str, Any]) -> None:
-    reply.write(json.dumps(message) + "\n")
-    reply.flush()
+    print(json.dumps(message), file=reply, flush=True)
 
 
 def _round(
@@ -137,9 +136,17 @@ def _round(
         f"serve_build: round {number} ended: status {rc} in {seconds:.2f} s"
         f" (sampling {sampling:.2f} s)"
     )
-    said = {"round": number, "rc": rc, "result": result, "seconds": seconds, "sampling": sampling}
-    said["pid"] = os.getpid()
-    return said if asked is None else said | {"forked": started - asked}
+    said = {
+        "round": number,
+        "rc": rc,
+        "result": result,
+        "seconds": seconds,
+        "sampling": sampling,
+        "pid": os.getpid(),
+    }
+    if asked is not None:
+        said["forked"] = started - asked
+    return said
 
 
 def _preload() -> dict[str, float]:
@@ -208,10 +215,16 @@ def main(argv: list[str]) -> int:
             _say(reply, {"error": "cannot fork rounds: CUDA is initialized in the warm parent"})
             return 3
         gc.freeze()  # children's collections neither walk nor copy the imports
-    ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
     _say(
         reply,
-        ready | {"torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
+        {
+            "ready": True,
+            "pid": os.getpid(),
+            "torch": getattr(torch, "__version__", "?"),
+            "torch_file": os.path.abspath(torch.__file__),
+            "mode": mode,
+            "timeout": timeout,
+        },
     )
     for line in sys.stdin:
         if mode == SPAWN:

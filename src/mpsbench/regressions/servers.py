@@ -14,8 +14,6 @@ from mpsbench.builds import install_build
 from mpsbench.core import asv, errors
 from mpsbench.regressions import serve_build
 
-SCRIPT = Path(serve_build.__file__)
-INSTALLER = Path(install_build.__file__)
 TIMED_OUT, SPAWN, FORK = serve_build.TIMED_OUT, serve_build.SPAWN, serve_build.FORK
 
 
@@ -33,7 +31,7 @@ def place(
     """``build`` (a build.json) installed once, and placed."""
     folder = Path(tempfile.mkdtemp(prefix="build-", dir=scratch))
     (folder / "build.json").write_text(json.dumps(build))
-    command = [str(python), str(INSTALLER), "paths", str(folder), str(suite_src)]
+    command = [str(python), install_build.__file__, "paths", str(folder), str(suite_src)]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
@@ -60,7 +58,7 @@ class Server:
         self.command = [
             str(python),
             "-S",
-            str(SCRIPT),
+            serve_build.__file__,
             str(benchmark_dir),
             benchmark_id,
             placed.torch_dir,

@@ -165,7 +165,7 @@ def check_meaning(run: asv.RunArgs) -> None:
         return
     if run.changes_values:
         raise UserError(
-            f"{run.changes_values[0]}; add --dry-run for a throw-away run, or leave it out"
+            f"{run.changes_values}; add --dry-run for a throw-away run, or leave it out"
         )
     if (refusal := settings.recording_refusal()) is not None:
         raise UserError(refusal)
