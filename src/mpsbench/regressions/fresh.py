@@ -121,7 +121,13 @@ class Options:
 
 
 class Session:
-    """Fresh processes of one combination; check_bench first."""
+    """Fresh processes of one combination; check_bench, called first, sets these."""
+
+    benchmark_id: str
+    combination: str
+    cpu_row: bool
+    mode: str
+    repeat: int | tuple[int, int, float]
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         self.root = args.suite_root or asvconf.ROOT
@@ -135,9 +141,6 @@ class Session:
             self.env["OMP_NUM_THREADS"] = str(args.threads)
         else:
             self.quieter += " or, for a cpu row on a busy machine, --threads 1"
-        self.benchmark_id, self.combination, self.cpu_row = "", "", False
-        self.mode = servers.SPAWN
-        self.repeat: int | tuple[int, int, float] = SAMPLES
         self._servers: dict[str, servers.Server] = {}  # by build
         self.samples: dict[str, int] = {}  # this pass's
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
