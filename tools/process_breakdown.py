@@ -173,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.filled(fresh.Options, parsed)
     modes = [servers.FORK, servers.SPAWN] if parsed.mode == "both" else [parsed.mode]
     try:
-        compare.check(args)
-        _, _, (build,) = fresh.name_builds([parsed.build], args.manifest, args.timeline)
+        _, _, (build,) = fresh.name_builds([parsed.build], args)
         with fresh.Session(args, [build]) as session:
             combination = session.check_bench(build.commit)
             python = asv.environment_python(session.config)
@@ -182,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             placed = servers.place(
                 python, reader_build, session.root / "src", session.scratch, session.env
             )
-            benchmark_id = (
-                f"{session.key}-{session.index}" if session.index >= 0 else str(session.key)
-            )
+            benchmark_id = session.benchmark_id
             env = {**session.env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
             repeat = json.dumps([fresh.SAMPLES, session.repeat])
             took: dict[str, list[float]] = {}

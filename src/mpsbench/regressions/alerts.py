@@ -115,8 +115,18 @@ def _alert(
         upstream = suite.upstream_range(old, new)
     except UserError:  # a build the manifest does not name
         upstream = f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
-    values = measured[old].value, measured[new].value
-    return Alert(machine, row, unit, old, new, against, *values, judgement, upstream)
+    return Alert(
+        machine,
+        row,
+        unit,
+        old,
+        new,
+        against,
+        measured[old].value,
+        measured[new].value,
+        judgement,
+        upstream,
+    )
 
 
 def find(suite: Suite, options: Options) -> list[Alert]:

@@ -183,10 +183,7 @@ def search(
 def bisect(
     good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options
 ) -> Found | Unresolved:
-    compare.check(args)
-    manifest, generated, (good, bad) = fresh.name_builds(
-        [good_ref, bad_ref], args.manifest, args.timeline, "GOOD and BAD"
-    )
+    manifest, generated, (good, bad) = fresh.name_builds([good_ref, bad_ref], args, "GOOD and BAD")
     line = fresh.lineage(manifest, bad.name)
     if good.name not in line:
         if bad.name in fresh.lineage(manifest, good.name):

@@ -7,15 +7,12 @@ import contextlib
 import dataclasses
 import functools
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mpsbench.core import asv, progress
-from mpsbench.core.errors import UserError
-from mpsbench.measure import devices, preselect
+from mpsbench.core import progress
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
@@ -77,9 +74,8 @@ def measure(
                 late = beyond is None and now + (following - count) * pace > session.deadline
             shown = ", ".join(f"{b.name} {times[b.name][-1] * 1e3:.2f} ms" for b in builds)
             left = _left(measured, following, count, session, now - started, finished, last)
-            of = f"/{session.max_rounds}"
-            if count > session.max_rounds:
-                of = f" (extra, budget left; up to {last})"
+            extra = count > session.max_rounds
+            of = f" (extra, budget left; up to {last})" if extra else f"/{session.max_rounds}"
             log.info(f"round {count}{of}: {shown}; {left}")
             if finished:
                 break
@@ -99,17 +95,13 @@ def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> f
     """About how many rounds in all would decide a pair if its ratio and spread stay."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
-    if not all(math.isfinite(v) and v > 0 for v in (found.ratio, found.low, found.high)):
+    if not all(0 < v < math.inf for v in (found.ratio, found.low, found.high)):
         return math.inf
-    distance = abs(math.log(found.ratio) - math.log(factor))
+    distance = abs(math.log(found.ratio / factor))
     if distance == 0:
         return math.inf
     normal = statistics.NormalDist()
-    error = (
-        (math.log(found.high) - math.log(found.low))
-        / 2
-        / normal.inv_cdf((1 + verdict.CONFIDENCE) / 2)
-    )
+    error = math.log(found.high / found.low) / 2 / normal.inv_cdf((1 + verdict.CONFIDENCE) / 2)
     return max(count + 1.0, count * (normal.inv_cdf(1 - alpha) * error / distance) ** 2)
 
 
@@ -165,11 +157,7 @@ def _out_of_time(
     alpha = min(levels.values())
     for a, b in pairs:
         found, count = measured.verdicts.get((a, b)), len(measured.times[a])
-        if found is not None and found.decision != verdict.UNDECIDED:
-            continue
-        if found is not None:
-            why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
-        else:
+        if found is None:
             why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
             if count >= 2:
                 found = verdict.judge(
@@ -178,6 +166,10 @@ def _out_of_time(
             else:
                 nan = math.nan
                 found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, "")
+        elif found.decision == verdict.UNDECIDED:
+            why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
+        else:
+            continue
         need = needed(found, count, levels.get(following, alpha), session.factor)
         if count >= 2 and math.isfinite(need):
             why_here += f" (about {need:.0f} rounds in all would decide)"
@@ -229,26 +221,6 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
     ]
 
 
-def check(args: fresh.Options) -> None:
-    """Refuses impossible options before anything runs."""
-    if args.min_rounds > args.max_rounds:
-        raise UserError(
-            f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
-        )
-    fresh.round_process(None, dict(os.environ))  # refuses a bad MPSBENCH_ROUND_PROCESS
-    benchmarks = preselect.discover(args.conf.benchmarks)
-    found = asv.matching(preselect.names(benchmarks), [args.bench])
-    fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
-    # else every process would skip (no torch probe: it would hold a GPU context)
-    device = preselect.devices_of(benchmarks)[found[0]]
-    if device is not None and not devices.present(device):
-        here = ", ".join(name for name in devices.NAMES if devices.present(name))
-        raise UserError(
-            f"-b {args.bench!r} names {found[0]}, which cannot run here:"
-            f" {devices.absent_reason(device)}; the devices here: {here}"
-        )
-
-
 def measured_as(args: fresh.Options) -> str:
     if args.threads is None:
         return "torch's default threads"
@@ -257,8 +229,7 @@ def measured_as(args: fresh.Options) -> str:
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
-    check(args)
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline, "A and B")
+    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args, "A and B")
     with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(

@@ -15,7 +15,7 @@ from typing import Any
 
 from mpsbench.core import progress, text
 from mpsbench.core.errors import UserError
-from mpsbench.regressions import compare, fresh, profile_step
+from mpsbench.regressions import fresh, profile_step
 
 log = progress.logger(__name__)
 SCRIPT = Path(profile_step.__file__)
@@ -134,9 +134,7 @@ def side(build: str, said: list[dict[str, Any]]) -> Side:
 
 def diff(combination: str, a: Side, b: Side) -> Explained:
     def rows(before: dict[str, Op], after: dict[str, Op]) -> list[Row]:
-        found = [
-            Row(name, before.get(name), after.get(name)) for name in before.keys() | after.keys()
-        ]
+        found = [Row(name, before.get(name), after.get(name)) for name in before | after]
         return sorted(found, key=lambda row: (-row.change, row.name))
 
     notes = []
@@ -249,7 +247,8 @@ def _profile(
     for number in range(options.rounds):
         for build in builds if number % 2 == 0 else builds[::-1]:
             out = session.scratch / f"profile-{build.name.replace('@', '-')}-{number}.json"
-            python, _, _, *where, _mode = made[build.name].command
+            server = made[build.name]
+            python, _, _, *where, _mode = server.command
             command = [
                 python,
                 "-S",
@@ -259,9 +258,7 @@ def _profile(
                 str(options.calls),
                 str(os.getpid()),
             ]
-            output, rc = fresh.run_logged(
-                command, made[build.name].env, options.log, PROCESS_TIMEOUT
-            )
+            output, rc = fresh.run_logged(command, server.env, options.log, PROCESS_TIMEOUT)
             found: dict[str, Any] = (
                 json.loads(out.read_text()) if out.is_file() else {"error": f"exit status {rc}"}
             )
@@ -283,8 +280,7 @@ def _profile(
 
 def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     started = time.monotonic()
-    compare.check(options)
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline, "A and B")
+    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options, "A and B")
     with fresh.Session(options, [a, b]) as session:
         combination = session.check_bench(a.commit)
         log.info(
@@ -298,7 +294,7 @@ def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     )
 
 
-def save(found: Explained, path: Path, top: int = TOP) -> None:
+def save(found: Explained, path: Path, top: int) -> None:
     """The table, its numbers beside it as JSON."""
     path.write_text(format_explained(found, top) + "\n")
     path.with_name(path.name + ".json").write_text(
@@ -326,25 +322,23 @@ def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
     return hashlib.sha256(named).hexdigest()[:20] + ".txt"
 
 
-def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
+def after_bisect(before: str, first: str, options: Options, bisected: float) -> None:
     """bisect's first bad build explained and kept; a failure leaves bisect's answer alone."""
     print(f"\nexplaining {first} against {before} (--no-explain leaves it out)", flush=True)
     try:
         found = explain(before, first, options)
     except UserError as exc:
         print(f"explain could not run: {exc}")
-        return None
+        return
     print(format_explained(found, options.top))
-    path = keep(found, options)
     print(
-        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; kept in {path}"
+        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s;"
+        f" kept in {keep(found, options)}"
     )
-    return path
 
 
 def keep(found: Explained, options: Options) -> Path:
-    folder = stored(options.conf.results)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / stored_name(found.combination, *found.commits)
+    path = stored(options.conf.results) / stored_name(found.combination, *found.commits)
+    path.parent.mkdir(parents=True, exist_ok=True)
     save(found, path, options.top)
     return path

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -21,6 +21,7 @@ from pathlib import Path
 from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv, asvconf, errors, files, progress, settings
+from mpsbench.measure import devices, preselect
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
@@ -39,21 +40,37 @@ class Named:
 
 
 def name_builds(
-    refs: list[str], manifest_path: Path, timeline_path: Path, roles: str = ""
+    refs: list[str], args: Options, roles: str = ""
 ) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
-    """The builds ``refs`` name, distinct if ``roles`` names them; writes the timeline."""
-    manifest = mf.load(manifest_path)
-    generated = timeline.generate(manifest, timeline_path)
-    found = []
+    """The builds ``refs`` name, distinct if ``roles`` names them, once ``args`` are checked;
+    writes the timeline."""
+    if args.min_rounds > args.max_rounds:
+        raise errors.UserError(
+            f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
+        )
+    round_process(None, os.environ)  # refuses a bad MPSBENCH_ROUND_PROCESS
+    benchmarks = preselect.discover(args.conf.benchmarks)
+    found = asv.matching(preselect.names(benchmarks), [args.bench])
+    one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
+    # else every process would skip (no torch probe: it would hold a GPU context)
+    device = preselect.devices_of(benchmarks)[found[0]]
+    if device is not None and (absent := devices.absent_reason(device)):
+        raise errors.UserError(
+            f"-b {args.bench!r} names {found[0]}, which cannot run here: {absent}; the devices"
+            f" here: {', '.join(filter(devices.present, devices.NAMES))}"
+        )
+    manifest = mf.load(args.manifest)
+    generated = timeline.generate(manifest, args.timeline)
+    named = []
     for ref in refs:
         try:
             name = history.resolve_ref(manifest, generated, ref)[0]
         except errors.UserError as exc:
             raise errors.UserError(f"unknown build {ref!r}: {exc}") from None
-        found.append(Named(name, generated.commits[name]))
-    if roles and found[0].name == found[-1].name:
-        raise errors.UserError(f"{roles} are the same build ({found[0].name}): name two builds")
-    return manifest, generated, found
+        named.append(Named(name, generated.commits[name]))
+    if roles and named[0].name == named[-1].name:
+        raise errors.UserError(f"{roles} are the same build ({named[0].name}): name two builds")
+    return manifest, generated, named
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
@@ -104,22 +121,26 @@ class Options:
 
 
 class Session:
-    """Fresh processes of one combination; check_bench first."""
+    """Fresh processes of one combination; check_bench, called first, sets these."""
+
+    benchmark_id: str
+    combination: str
+    cpu_row: bool
+    mode: str
+    repeat: int | tuple[int, int, float]
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
-        root = self.root = args.suite_root or asvconf.ROOT
+        self.root = args.suite_root or asvconf.ROOT
         self.benchmarks, self.thresholds = args.conf.benchmarks, args.conf.thresholds
         self.timeline, self.bench, self.log = args.timeline.resolve(), args.bench, args.log
         self.min_rounds, self.max_rounds = args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
-        threads = {} if args.threads is None else {"OMP_NUM_THREADS": str(args.threads)}
-        self.env = dict(os.environ, **threads)
-        busy = "" if args.threads else " or, for a cpu row on a busy machine, --threads 1"
-        self.quieter = verdict.QUIETER + busy
-        self.key, self.index, self.combination, self.cpu_row = "", -1, "", False
-        self.mode = servers.SPAWN
-        self.repeat: int | tuple[int, int, float] = SAMPLES
+        self.env, self.quieter = dict(os.environ), verdict.QUIETER
+        if args.threads:
+            self.env["OMP_NUM_THREADS"] = str(args.threads)
+        else:
+            self.quieter += " or, for a cpu row on a busy machine, --threads 1"
         self._servers: dict[str, servers.Server] = {}  # by build
         self.samples: dict[str, int] = {}  # this pass's
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
@@ -127,7 +148,7 @@ class Session:
         channels = sorted({build.name.partition("@")[0] for build in builds})
         try:
             self.config = args.conf.derive(
-                (root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results"
+                (self.root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results"
             )
         except BaseException:
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -158,7 +179,7 @@ class Session:
         """asv's listing of the suite, kept per suite code: params never depend on the build."""
         digest = hashlib.sha256()
         for folder in (self.benchmarks, self.root / "src"):
-            for path in sorted(Path(folder).rglob("*.py")):
+            for path in sorted(folder.rglob("*.py")):
                 digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
         kept = self.config.parent / f"benchmarks-{digest.hexdigest()[:16]}.json"
         with contextlib.suppress(asv.AsvError):  # no environment yet
@@ -204,8 +225,9 @@ class Session:
         ]
         named = [asv.combination(key, values) for key, _, values in matches]
         one_combination(self.bench, named, ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
-        (self.key, self.index, values), self.combination = matches[0], named[0]
-        params = dict(zip(found[self.key].get("param_names", []), values))
+        (key, index, values), self.combination = matches[0], named[0]
+        self.benchmark_id = key if index < 0 else f"{key}-{index}"
+        params = dict(zip(found[key].get("param_names", []), values))
         device = params.get("device", "").strip("'")
         # no process starts ahead: it would take a cpu row's cores
         self.cpu_row = device == "cpu"
@@ -224,13 +246,12 @@ class Session:
             self.scratch,
             self.env,
         )
-        benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
         return servers.Server(
-            python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode
+            python, placed, self.benchmarks, self.benchmark_id, self.env, self.scratch, self.mode
         )
 
     def rounds(
-        self, builds: list[Named], most: int | None = None
+        self, builds: list[Named], most: int
     ) -> Generator[dict[str, list[float]], None, None]:
         """Up to ``most`` rounds, yielding each build's times so far; the order alternates (drift)."""
         new = {
@@ -244,11 +265,10 @@ class Session:
         params = {"repeat": self.repeat, "rounds": self.max_rounds}  # asv run's -a
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}
-        last = most or self.max_rounds
-        for number in range(1, last + 1):
+        for number in range(1, most + 1):
             for build in builds if number % 2 else builds[::-1]:
                 server = self._servers[build.name]
-                said = server.round(number, params, ahead=not self.cpu_row and number < last)
+                said = server.round(number, params, ahead=not self.cpu_row and number < most)
                 result, rc = said.get("result"), said["rc"]
                 samples = result.get("samples") if isinstance(result, dict) else None
                 if rc != 0 or not isinstance(samples, list) or not samples:
@@ -264,7 +284,7 @@ class Session:
             yield {name: list(values) for name, values in times.items()}
 
 
-def round_process(device: str | None, env: dict[str, str]) -> str:
+def round_process(device: str | None, env: Mapping[str, str]) -> str:
     """servers.FORK or SPAWN for a row on ``device``; ROUND_PROCESS overrides."""
     asked = env.get(ROUND_PROCESS, "")
     if asked not in ("", servers.FORK, servers.SPAWN):

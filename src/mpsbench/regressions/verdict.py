@@ -113,7 +113,7 @@ def ratio_interval(
 
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
     """One-sided p that B is slower than ``scale`` x A, over relabelings of the pooled processes."""
-    pooled, size = [value * scale for value in a] + list(b), len(a)
+    pooled, size = [value * scale for value in a] + b, len(a)
     observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # an equal one counts
     if math.comb(len(pooled), size) <= PERMUTATIONS:  # every split, the observed one among them
         return statistics.fmean(
@@ -181,7 +181,7 @@ def early_judge(
 ) -> Verdict:
     """A look before the permutation test can decide: t tests on log times, deciding only where
     each side's processes agree within the factor."""
-    log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
+    log_a, log_b = list(map(math.log, a)), list(map(math.log, b))
     difference, df = statistics.fmean(log_b) - statistics.fmean(log_a), len(a) + len(b) - 2
     squares = (len(a) - 1) * statistics.variance(log_a) + (len(b) - 1) * statistics.variance(log_b)
     error = max(math.sqrt(squares / df), SPREAD_FLOOR) * math.sqrt(1 / len(a) + 1 / len(b))
