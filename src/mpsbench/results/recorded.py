@@ -6,7 +6,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,10 +118,6 @@ def benchmark_units(results_dir: Path) -> dict[str, str]:
 
 def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
     return {name: tuple(b.get("param_names", ())) for name, b in benchmarks(results_dir).items()}
-
-
-def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
-    return dict(zip(names, asv.param_values(row.params)))
 
 
 def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:

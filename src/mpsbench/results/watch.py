@@ -73,7 +73,7 @@ log = progress.logger(__name__)
 
 
 def trail(results: Path) -> Path:
-    return results.parent / f"{results.name}-costs.jsonl"
+    return merge.beside(results, "-costs.jsonl")
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
@@ -108,8 +108,7 @@ def _gb(size: float) -> str:
 
 
 def device(name: str) -> str:
-    found = DEVICE.search(name)
-    return found[1] if found else "cpu"
+    return found[1] if (found := DEVICE.search(name)) else "cpu"
 
 
 def group(name: str) -> str:
@@ -127,7 +126,7 @@ def _median(seconds: list[float], fallback: float) -> float:
 
 class Costs:
     def __init__(self, results: Path, machine: str) -> None:
-        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
+        # defaultdicts: read with .get or `in`, as [] adds the key
         self.by_name: dict[str, list[float]] = collections.defaultdict(list)
         self.by_group: dict[CostClass, list[float]] = collections.defaultdict(list)
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
@@ -190,15 +189,12 @@ class Pace:
     PRIOR = 3.0
 
     def __init__(self, planned: Mapping[str, float]) -> None:
-        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
         self.took: dict[CostClass, float] = collections.defaultdict(float)
         self.expected: dict[CostClass, float] = collections.defaultdict(float)
         sums = collections.defaultdict(list)
         for name, seconds in planned.items():
-            sums[self.key(name)].append(max(seconds, 1e-3))
+            sums[cost_class(name)].append(max(seconds, 1e-3))
         self.mean = {key: statistics.fmean(values) for key, values in sums.items()}
-
-    key = staticmethod(cost_class)
 
     def note(self, key: CostClass, took: float, expected: float) -> None:
         self.took[key] += took
