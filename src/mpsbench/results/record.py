@@ -8,7 +8,7 @@ import contextlib
 import shlex
 import shutil
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +40,24 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
 
 def asv_log(results: Path) -> Path:
     return merge.beside(results, "-asv.log")
+
+
+def _gate_lines(path: Path, at: int) -> Callable[[], bool]:
+    """Relays the quiet gate's lines from asv's log; says whether the gate waits."""
+
+    def relay() -> bool:
+        nonlocal at
+        text, at = files.tail(path, at)
+        said = [
+            line.partition(GATE)[2].decode("utf-8", "replace")
+            for line in text.splitlines()
+            if GATE in line
+        ]
+        for line in said:
+            log.info(line)
+        return any(quiet.WAITING in line for line in said)
+
+    return relay
 
 
 def scratch_root(results: Path) -> Path:
@@ -260,16 +278,12 @@ class _Runs:
         )
         kept_out: list[held.Held] = []
         output = asv_log(results)
-        said = read = output.stat().st_size if output.is_file() else 0
+        said = output.stat().st_size if output.is_file() else 0
+        gate_lines = _gate_lines(output, said)
 
         def measured(final: bool = False) -> None:
-            nonlocal read
-            text, read = files.tail(output, read)
-            for line in text.splitlines():  # the quiet gate's, relayed
-                if GATE in line:
-                    log.info(gate := line.partition(GATE)[2].decode("utf-8", "replace"))
-                    if quiet.WAITING in gate:
-                        watching.gate_waits()
+            if gate_lines():
+                watching.gate_waits()
             done = watching.poll(scratch)
             if done or final:
                 heading = "" if final else None

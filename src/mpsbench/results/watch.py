@@ -278,7 +278,6 @@ class Watch:
     def __init__(self, steps: Sequence[Step], estimates: Costs, disk: Disk | None) -> None:
         self.steps, self.estimates, self.disk = list(steps), estimates, disk
         self.commits = list(dict.fromkeys(step.commit for step in self.steps))
-        self.total = sum(len(step.names) for step in self.steps)
         self.done = self.index = 0
         self.started = time.monotonic()
         known = disk.builds if disk is not None else {}
@@ -300,6 +299,10 @@ class Watch:
         self.busy_after: list[bool] = []
         self.setup: dict[CostClass, float] = {}
         self.said_reasons: set[str] = set()
+
+    @property
+    def total(self) -> int:
+        return sum(len(step.names) for step in self.steps if step.commit not in self.skipped)
 
     def _cache(self) -> int:
         return used(self.disk.cache) if self.disk is not None else 0
@@ -444,7 +447,6 @@ class Watch:
             )
         if why:
             self.skipped.add(step.commit)
-            self.total -= sum(len(s.names) for s in self.steps if s.commit == step.commit)
             log.warning(f"skipping {build.name}: {why}")
             return False
         self.index = self.steps.index(step)
