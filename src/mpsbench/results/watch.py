@@ -328,9 +328,7 @@ class Watch:
 
     def _setups(self, names: Iterable[str], begun: Collection[CostClass] = ()) -> float:
         return sum(
-            self.setup[key]
-            if key in self.setup
-            else self.estimates.setup(key) * self.pace.setup_ratio(key)
+            self.setup.get(key, self.estimates.setup(key) * self.pace.setup_ratio(key))
             for key in {cost_class(name) for name in names} - set(begun)
         )
 
