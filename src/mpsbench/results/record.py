@@ -29,11 +29,7 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
     """The build's combinations with a value or seen to skip; a failure runs again."""
     names = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
-        try:
-            result = recorded.read(path, machine)
-        except recorded.RecordedError as exc:
-            raise UserError(f"results file {path} cannot be read ({exc})") from None
-        if result.commit_hash == commit:
+        if (result := recorded.result_file(path, machine)).commit_hash == commit:
             names.update(row.entry for row in recorded.rows(result))
     return names
 
