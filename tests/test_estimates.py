@@ -190,11 +190,11 @@ def test_before_any_history_an_unseen_class_leans_on_the_square_root_of_the_runs
         planned = sum(map(watch.Costs(tmp_path / "results", "box").combination, names))
         seen = _simulate(tmp_path, steps, took, start_up=30.0, others=2.0)  # a load beside it
         watching = Watch(steps, watch.Costs(tmp_path / "results", "none"), None)
-        ops = watching.pace.key(steps[1].names[0])
+        ops = watch.cost_class(steps[1].names[0])
         assert watching.pace.ratio(ops) == 1.0  # nothing run: the table as it is
         for name in first[1:]:  # the first of a class pays its setup_cache: not learnt from
-            watching.pace.note(watching.pace.key(name), took[name], table[watch.group(name)])
-        training = watching.pace.key(first[-1])
+            watching.pace.note(watch.cost_class(name), took[name], table[watch.group(name)])
+        training = watch.cost_class(first[-1])
         run = watching.pace.run_ratio()
     assert watching.pace.ratio(training) > 3.0 and run > 3.0
     assert watching.pace.ratio(ops) == pytest.approx(run**0.5)
@@ -475,15 +475,19 @@ def test_a_class_leans_on_classes_as_long_and_a_setup_cache_on_its_benchmark_fil
     )
     capacity = CAPACITY.format(1)
     pace = watch.Pace({step: 6.0, op: 0.6, other_op: 0.9, capacity: 0.55})
-    pace.note(pace.key(step), 5 * 6.0 * 20, 6.0 * 20)  # 5x over 20 combinations
+    pace.note(watch.cost_class(step), 5 * 6.0 * 20, 6.0 * 20)  # 5x over 20 combinations
     for fresh in (op, capacity):
         # nothing as short has run: the square root of the run's pace, as far as the machine is busy
-        assert pace.lean(pace.key(fresh), 0.0, 1.0) == pytest.approx(pace.run_ratio() ** 0.5)
-        assert pace.lean(pace.key(fresh), 0.0, 0.0) == 1.0
-    pace.note(pace.key(op), 2 * 0.6 * 30, 0.6 * 30)  # 2x
-    assert pace.ratio(pace.key(other_op)) == pytest.approx(pace.ratio(pace.key(capacity)))
-    assert 1.7 < pace.ratio(pace.key(capacity)) < 2.0  # the op's pace, not the model step's
-    setup = pace.setup_ratio(pace.key(capacity))
+        assert pace.lean(watch.cost_class(fresh), 0.0, 1.0) == pytest.approx(
+            pace.run_ratio() ** 0.5
+        )
+        assert pace.lean(watch.cost_class(fresh), 0.0, 0.0) == 1.0
+    pace.note(watch.cost_class(op), 2 * 0.6 * 30, 0.6 * 30)  # 2x
+    assert pace.ratio(watch.cost_class(other_op)) == pytest.approx(
+        pace.ratio(watch.cost_class(capacity))
+    )
+    assert 1.7 < pace.ratio(watch.cost_class(capacity)) < 2.0  # the op's pace, not the model step's
+    setup = pace.setup_ratio(watch.cost_class(capacity))
     assert setup == pace.run_ratio("benchmark_models.") and setup > 4.0
 
 

@@ -20,7 +20,7 @@ log = progress.logger(__name__)
 
 
 def trail(results: Path) -> Path:
-    return results.parent / f"{results.name}-held.jsonl"
+    return merge.beside(results, "-held.jsonl")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -108,9 +108,20 @@ def check_file(path: Path) -> Json:
             recorded.machine_named(path)
         else:
             recorded.read(path, path.parent.name)
-        return recorded.raw(path)
+        data = recorded.raw(path)
     except recorded.RecordedError as exc:
         raise MergeError(f"{path}: {exc}") from None
+    if path.name != MACHINE and (reason := malformed(data)):
+        raise MergeError(f"{path}: {reason}")
+    return data
+
+
+def _readable(read: Callable[[Path], Json], path: Path, report: Report, into: bool) -> Json | None:
+    try:
+        return read(path)
+    except (recorded.RecordedError, MergeError) as exc:
+        report.corrupt.append(f"{exc}; {'left untouched, not merged into' if into else 'skipped'}")
+        return None
 
 
 def _text(value: Any) -> str:
@@ -351,22 +362,14 @@ def read_lines(trail: Path) -> Iterator[Json]:
 
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> Json | None:
     """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
-    target, merged, corrupt = dest / asv.BENCHMARKS, {}, False
-    if target.exists():
-        try:
-            merged = recorded.raw(target)
-        except recorded.RecordedError as exc:
-            report.corrupt.append(f"{exc}; left untouched, not merged into")
-            corrupt = True
+    target = dest / asv.BENCHMARKS
+    kept = _readable(recorded.raw, target, report, into=True) if target.exists() else {}
+    merged = kept or {}
     first_source: dict[str, Path] = {}
     changes: list[str] = []
     for path in (source / asv.BENCHMARKS for source in sources):
-        try:
-            entries = recorded.raw(path) if path.exists() else {}
-        except recorded.RecordedError as exc:
-            report.corrupt.append(f"{exc}; skipped")
-            continue
-        for name, entry in entries.items():
+        entries = _readable(recorded.raw, path, report, into=False) if path.exists() else {}
+        for name, entry in (entries or {}).items():
             if not isinstance(entry, dict):  # the file's "version"
                 merged.setdefault(name, entry)
                 continue
@@ -390,15 +393,19 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
                     else f"added {name}"
                 )
                 merged[name] = entry
-    if corrupt or not changes:
+    if kept is None or not changes:
         return None
     report.benchmarks.extend(changes)
     return merged
 
 
+def beside(results: Path, suffix: str) -> Path:
+    """A side file of ``results``, kept outside it: asv reads every file inside."""
+    return results.parent / f"{results.name}{suffix}"
+
+
 def audit_trail(dest: Path) -> Path:
-    # beside DEST: asv reads every file inside it
-    return dest.parent / f"{dest.name}-replaced.jsonl"
+    return beside(dest, "-replaced.jsonl")
 
 
 def check_machines(sources: Sequence[Path], machines: Collection[str] = ()) -> None:
@@ -466,10 +473,7 @@ def _merge_one(
         if (reason := _refusal(path, recorded.raw(path), builds)) is not None:
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
-    try:
-        incoming = check_file(path)
-    except MergeError as exc:
-        report.corrupt.append(f"{exc}; skipped")
+    if (incoming := _readable(check_file, path, report, into=False)) is None:
         return
     refused = []
     for (name, combo), columns in values(incoming).items() if path.name != MACHINE else ():
@@ -489,12 +493,7 @@ def _merge_one(
     if path.name == MACHINE:
         report.conflicts.append(f"{path} differs from {target}; both left untouched")
         return
-    try:
-        before = check_file(target)
-        if (reason := malformed(before)) is not None:
-            raise MergeError(f"{target}: {reason}")
-    except MergeError as exc:
-        report.corrupt.append(f"{exc}; left untouched, not merged into")
+    if (before := _readable(check_file, target, report, into=True)) is None:
         return
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)

@@ -29,17 +29,13 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
     """The build's combinations with a value or seen to skip; a failure runs again."""
     names = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
-        try:
-            result = recorded.read(path, machine)
-        except recorded.RecordedError as exc:
-            raise UserError(f"results file {path} cannot be read ({exc})") from None
-        if result.commit_hash == commit:
+        if (result := recorded.result_file(path, machine)).commit_hash == commit:
             names.update(row.entry for row in recorded.rows(result))
     return names
 
 
 def asv_log(results: Path) -> Path:
-    return results.parent / f"{results.name}-asv.log"
+    return merge.beside(results, "-asv.log")
 
 
 def _gate_lines(path: Path, at: int) -> Callable[[], bool]:
@@ -49,7 +45,7 @@ def _gate_lines(path: Path, at: int) -> Callable[[], bool]:
         nonlocal at
         text, at = files.tail(path, at)
         said = [
-            line.split(GATE, 1)[1].decode("utf-8", "replace")
+            line.partition(GATE)[2].decode("utf-8", "replace")
             for line in text.splitlines()
             if GATE in line
         ]
@@ -61,7 +57,7 @@ def _gate_lines(path: Path, at: int) -> Callable[[], bool]:
 
 
 def scratch_root(results: Path) -> Path:
-    return results.parent / f"{results.name}.scratch"
+    return merge.beside(results, ".scratch")
 
 
 def _merge_scratch(
@@ -109,8 +105,8 @@ def recover(results: Path) -> None:
 
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
-    pairs = sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))
-    return [commit for _, commit in pairs]
+    date = dict(zip(commits, map(int, dates), strict=True))
+    return sorted(commits, key=lambda commit: -date[commit])
 
 
 def steps(missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:

@@ -6,7 +6,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,10 +120,6 @@ def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
     return {name: tuple(b.get("param_names", ())) for name, b in benchmarks(results_dir).items()}
 
 
-def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
-    return dict(zip(names, asv.param_values(row.params)))
-
-
 def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
     for name in result.get_all_result_keys():
         params = result.get_result_params(name)
@@ -204,14 +200,19 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
     if not results_dir.is_dir():
         raise RecordedError(f"results directory {results_dir} does not exist")
     for root, filename, machine in asv_internals.iter_results_paths(str(results_dir)):
-        path = os.path.join(root, filename)
         try:
-            yield read(path, machine)
+            yield result_file(os.path.join(root, filename), machine)
         except RecordedError as exc:
-            said = f"results file {path} cannot be read ({exc})"
             if strict:
-                raise RecordedError(said) from None
-            log.warning(f"{said}: skipped")
+                raise
+            log.warning(f"{exc}: skipped")
+
+
+def result_file(path: Path | str, machine: str) -> Any:
+    try:
+        return read(path, machine)
+    except RecordedError as exc:
+        raise RecordedError(f"results file {path} cannot be read ({exc})") from None
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:

@@ -73,7 +73,7 @@ log = progress.logger(__name__)
 
 
 def trail(results: Path) -> Path:
-    return results.parent / f"{results.name}-costs.jsonl"
+    return merge.beside(results, "-costs.jsonl")
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
@@ -108,8 +108,7 @@ def _gb(size: float) -> str:
 
 
 def device(name: str) -> str:
-    found = DEVICE.search(name)
-    return found[1] if found else "cpu"
+    return found[1] if (found := DEVICE.search(name)) else "cpu"
 
 
 def group(name: str) -> str:
@@ -127,7 +126,7 @@ def _median(seconds: list[float], fallback: float) -> float:
 
 class Costs:
     def __init__(self, results: Path, machine: str) -> None:
-        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
+        # defaultdicts: read with .get or `in`, as [] adds the key
         self.by_name: dict[str, list[float]] = collections.defaultdict(list)
         self.by_group: dict[CostClass, list[float]] = collections.defaultdict(list)
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
@@ -190,15 +189,12 @@ class Pace:
     PRIOR = 3.0
 
     def __init__(self, planned: Mapping[str, float]) -> None:
-        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
         self.took: dict[CostClass, float] = collections.defaultdict(float)
         self.expected: dict[CostClass, float] = collections.defaultdict(float)
         sums = collections.defaultdict(list)
         for name, seconds in planned.items():
-            sums[self.key(name)].append(max(seconds, 1e-3))
+            sums[cost_class(name)].append(max(seconds, 1e-3))
         self.mean = {key: statistics.fmean(values) for key, values in sums.items()}
-
-    key = staticmethod(cost_class)
 
     def note(self, key: CostClass, took: float, expected: float) -> None:
         self.took[key] += took
@@ -282,7 +278,6 @@ class Watch:
     def __init__(self, steps: Sequence[Step], estimates: Costs, disk: Disk | None) -> None:
         self.steps, self.estimates, self.disk = list(steps), estimates, disk
         self.commits = list(dict.fromkeys(step.commit for step in self.steps))
-        self.total = sum(len(step.names) for step in self.steps)
         self.done = self.index = 0
         self.started = time.monotonic()
         known = disk.builds if disk is not None else {}
@@ -304,6 +299,10 @@ class Watch:
         self.busy_after: list[bool] = []
         self.setup: dict[CostClass, float] = {}
         self.said_reasons: set[str] = set()
+
+    @property
+    def total(self) -> int:
+        return sum(len(step.names) for step in self.steps if step.commit not in self.skipped)
 
     def _cache(self) -> int:
         return used(self.disk.cache) if self.disk is not None else 0
@@ -329,9 +328,7 @@ class Watch:
 
     def _setups(self, names: Iterable[str], begun: Collection[CostClass] = ()) -> float:
         return sum(
-            self.setup[key]
-            if key in self.setup
-            else self.estimates.setup(key) * self.pace.setup_ratio(key)
+            self.setup.get(key, self.estimates.setup(key) * self.pace.setup_ratio(key))
             for key in {cost_class(name) for name in names} - set(begun)
         )
 
@@ -448,7 +445,6 @@ class Watch:
             )
         if why:
             self.skipped.add(step.commit)
-            self.total -= sum(len(s.names) for s in self.steps if s.commit == step.commit)
             log.warning(f"skipping {build.name}: {why}")
             return False
         self.index = self.steps.index(step)
