@@ -15,7 +15,7 @@ from mpsbench.context import Suite
 from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
-from mpsbench.results import record, watch
+from mpsbench.results import merge, record, watch
 from mpsbench.site import publish
 
 log = progress.logger(__name__)
@@ -96,7 +96,7 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
     if not publish.measured_builds(results):
         log.info(f"nothing recorded in {results} yet: no site to publish")
         return
-    stamp, state = results.parent / f"{results.name}-published.txt", _state(suite)
+    stamp, state = merge.beside(results, "-published.txt"), _state(suite)
     unchanged = stamp.is_file() and stamp.read_text() == state and (html / "index.html").is_file()
     if only_if_changed and unchanged:
         log.info(f"the site in {html} is up to date: nothing recorded since it was published")
