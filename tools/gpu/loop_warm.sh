@@ -81,12 +81,17 @@ make_builds() {  # idempotent: a second run on the same machine reuses them
 warm_env() {  # a checkout's asv environment, made by its own code's discovery (what a first command would do)
     local tree=$1 started=$(date +%s)
     (cd "$tree" && PYTHONPATH=$W/site:$tree/src:$tree timeout 200 python3 - "$BENCH" "$EXAM" <<'PY'
+import inspect
 import sys
 from pathlib import Path
 from mpsbench.regressions import fresh
 bench, exam = sys.argv[1], Path(sys.argv[2])
 args = fresh.Options(bench, exam / "manifest.json", exam / "timeline", 5, 20)
-_, _, (good,) = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
+# name_builds takes the Options in newer trees, the manifest and timeline paths in older ones
+if "args" in inspect.signature(fresh.name_builds).parameters:
+    _, _, (good,) = fresh.name_builds(["loop@n1"], args)
+else:
+    _, _, (good,) = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
 with fresh.Session(args, [good]) as session:
     print(session.check_bench(good.commit))
 PY
