@@ -97,6 +97,7 @@ def test_install_once_then_switch_by_pth(cache, venv):
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("mpsbench: installed torch 2.14.1 (linux-x86_64-cpu)")
     assert imported(venv) == "first"
+    first_folder = json.loads((venv / "mpsbench-build.json").read_text())["folder"]
     assert install(venv, second_build).returncode == 0 and imported(venv) == "second"
     again = install(venv, first_build)
     assert (
@@ -105,7 +106,10 @@ def test_install_once_then_switch_by_pth(cache, venv):
     )
     record = json.loads((venv / "mpsbench-build.json").read_text())
     assert record["build"] == "release@2.14.1" and record["pins"][0]["filename"].endswith(".whl")
-    assert install_build.damage(Path(record["folder"])) is None  # what heal reads
+    # the switch back reuses the first install's folder, intact
+    assert record["folder"] == first_folder and install_build.damage(Path(first_folder)) is None
+    assert record["torch_version"] == "2.14.1"
+    assert record["torch_dir"] == str(Path(first_folder).resolve() / "torch")
     assert installer(venv, "uninstall", venv).returncode == 0
     assert imported(venv) == "ModuleNotFoundError: No module named 'torch'"
 

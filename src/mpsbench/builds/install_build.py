@@ -473,8 +473,8 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             ) as scratch:
                 installed = Path(scratch) / "target"
                 _pip_install_checked("the build", wheels, Path(scratch), "--target", str(installed))
-                names = {"wheels": [path.name for path, _ in wheels]}
-                (installed / ".complete").write_text(json.dumps(names, indent=1))
+                complete_mark = {"wheels": [path.name for path, _ in wheels]}
+                (installed / ".complete").write_text(json.dumps(complete_mark, indent=1))
                 shutil.rmtree(folder, ignore_errors=True)
                 os.replace(installed, folder)
             return folder, True
@@ -559,7 +559,9 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     if placed["env"]:
         lines.append(f"import os; os.environ.update({json.dumps(placed['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
-    record = {name: placed[name] for name in ("build", "folder", "pins")}  # what heal reads
+    # heal reads build and pins; the rest tells a user which torch this environment imports
+    kept = ("build", "pins", "folder", "torch_version", "torch_dir")
+    record = {name: placed[name] for name in kept}
     (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if placed["fresh"] else "switched to cached"
     seconds = time.perf_counter() - started
