@@ -81,6 +81,7 @@ DATE = text.checked(_date)
 
 
 def opt(name: str, help_text: str | None = None, **spec: Any) -> Option:
+    # a set default is shown at the help's end, unless the help itself says "default"
     if spec.get("default") not in (None, False, "", []) and "default" not in (help_text or ""):
         said = "default %(default)s"
         help_text = f"{help_text} ({said})" if help_text else said
@@ -166,13 +167,12 @@ def command(
 ) -> Callable[[F], F]:
     """Declare command ``words`` ("build list"); ``parser``: add_parser's keywords or a module."""
     above, _, name = words.rpartition(" ")
-    more = (
-        parser
-        if isinstance(parser, dict)
-        else _doc(parser)
-        if parser
-        else {"description": help_text}
-    )
+    if isinstance(parser, dict):
+        more = parser
+    elif parser:
+        more = _doc(parser)
+    else:
+        more = {"description": help_text}
     declared = SUBCOMMANDS[above].add_parser(name, help=help_text, **more)
     add_options(declared, options)
 

@@ -25,7 +25,7 @@ from mpsbench.measure import devices, preselect
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
-TIME_BUDGET_MINUTES = 20.0  # then undecided (exit 3)
+TIME_BUDGET_MINUTES = 20  # then undecided (exit 3); an int, so help says "default 20"
 WORKDIR = Path(".asv/fresh")
 SAMPLES = 10  # processes, not samples, carry the spread that decides
 REPEAT_A_SECOND = (SAMPLES, 200, 1.0)  # a cpu row's and a forked round's (docs/explanation/loop.md)
@@ -42,8 +42,8 @@ class Named:
 def name_builds(
     refs: list[str], args: Options, roles: str = ""
 ) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
-    """The builds ``refs`` name, distinct if ``roles`` names them, once ``args`` are checked;
-    writes the timeline."""
+    """Check the options (rounds, round process, benchmark, its device), then name the builds
+    ``refs`` give, distinct where ``roles`` says; writes the timeline."""
     if args.min_rounds > args.max_rounds:
         raise errors.UserError(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
