@@ -64,7 +64,10 @@ def test_a_rewritten_channel_is_refused_unless_forced(tmp_path):
     rewritten = mf.append(
         mf.Manifest(), "release", build("2.14.1", "2026-09-30T12:58:32Z", "v2.14.1")
     )
-    with pytest.raises(UserError, match="orphaning its old builds' results"):
+    with pytest.raises(
+        UserError,
+        match="the manifest rewrote that channel, and moving it would orphan its old builds' results",
+    ):
         timeline.generate(rewritten, tmp_path / "repo")
     timeline.generate(rewritten, tmp_path / "repo", force=True)
 

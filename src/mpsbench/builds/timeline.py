@@ -117,19 +117,17 @@ def _refuse_backward(
         ).returncode:
             raise UserError(
                 f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not"
-                " contain it: the manifest rewrote that channel, orphaning its old builds' results"
-                " (--force accepts it)"
+                " contain it: the manifest rewrote that channel, and moving it would orphan its old"
+                " builds' results (--force accepts it)"
             )
 
 
 def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
     """What :func:`generate` would write, checked; writes nothing to ``repo``."""
     git_dir = _git_dir(repo)
-    env = (
-        {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str((git_dir / "objects").resolve())}
-        if git_dir
-        else {}
-    )
+    env = {}
+    if git_dir:  # the scratch repository reads the existing one's objects
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str((git_dir / "objects").resolve())
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
         generated = compute(manifest, Path(scratch), env)
         if git_dir and not force:
