@@ -144,7 +144,8 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
     call = functools.partial(benchmark.func, *params)
     try:
-        steps = getattr(benchmark.timer, "steps_per_call", 1)  # measure.suite.StepTimer's k
+        # StepTimer's k: asv divides a sample's clock by it, so a call's seconds / k is one step
+        steps = getattr(benchmark.timer, "steps_per_call", 1)
         for _ in range(WARM_UP_CALLS):
             call()
         least, most, seconds = TIMED_CALLS
