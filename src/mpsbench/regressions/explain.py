@@ -331,9 +331,9 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
         print(f"explain could not run: {exc}")
         return
     print(format_explained(found, options.top))
+    kept = keep(found, options)
     print(
-        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s;"
-        f" kept in {keep(found, options)}"
+        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; kept in {kept}"
     )
 
 
