@@ -37,10 +37,10 @@ def append(
             raise
         generated = timeline.generate(updated, timeline_repo)
     sync_branches(generated, timeline_repo, asvconf.load() if asvconf.CONFIG.is_file() else None)
+    commit = generated.commits[f"{channel}@{build.id}"]
     print(
         f"added {channel}@{build.id}: torch {build.torch_version}, git {build.git_version[:12]},"
-        f" {build.date}, platforms {', '.join(sorted(build.pins))}; timeline commit"
-        f" {generated.commits[f'{channel}@{build.id}'][:12]}"
+        f" {build.date}, platforms {', '.join(sorted(build.pins))}; timeline commit {commit[:12]}"
     )
 
 
