@@ -125,6 +125,7 @@ def resolve_nightly(
 
 
 def machine_name(requested: str | None) -> str:
+    """Writes this runner's machine entry: --machine, else MPSBENCH_MACHINE, else by chip."""
     return machine.write(requested or settings.text(settings.MACHINE))[0]
 
 
@@ -196,12 +197,13 @@ def bench(
 
 
 def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
-    builds = set(prepare(fleet).timeline.commits.values()) if fleet.manifest.is_file() else None
-    if builds is None:
+    builds: set[str] | None = None
+    if fleet.manifest.is_file():
+        builds = set(prepare(fleet).timeline.commits.values())
+    else:
         log.info(f"{fleet.manifest} does not exist: builds are checked by their files' names only")
-    return merge.merge(
-        fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds
-    ).show(fleet.results)
+    merged = merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds)
+    return merged.show(fleet.results)
 
 
 def publish(fleet: Fleet) -> None:
