@@ -5,16 +5,24 @@ from __future__ import annotations
 import runpy
 import sys
 
+_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"}
+PLATFORM_MARKERS = {  # wheels.PLATFORMS; another platform is a KeyError, not a guess
+    "macos-arm64": {
+        "sys_platform": "darwin",
+        "platform_system": "Darwin",
+        "platform_machine": "arm64",
+    },
+    "linux-x86_64-cuda": _LINUX,
+    "linux-x86_64-cpu": _LINUX,
+}
+
 
 def main(platform: str, python: str, *pip_args: str) -> None:
     from pip._vendor.packaging import markers
 
-    system = "Darwin" if platform.startswith("macos") else "Linux"
     version = f"3.{python[3:]}"  # "cp310" -> "3.10"
     target = {
-        "sys_platform": system.lower(),
-        "platform_system": system,
-        "platform_machine": platform.split("-")[1],  # macos-arm64, linux-x86_64-cpu
+        **PLATFORM_MARKERS[platform],
         "os_name": "posix",
         "python_version": version,
         "python_full_version": f"{version}.0",
