@@ -32,7 +32,7 @@ def test_flat_readings_have_no_slope_and_noise_averages_out():
 
 
 def test_one_reading_is_not_a_slope():
-    with pytest.raises(ValueError, match="linear regression requires at least two data points"):
+    with pytest.raises(ValueError, match="a slope needs at least 2 readings, got 1"):
         leak.slope_mib_per_100_steps([MIB])
 
 

@@ -49,10 +49,11 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def compare(workload: Workload) -> Comparison:
-    logits, loss = workload.evaluate(CHECK_SAMPLES)
+    samples = min(workload.batch_size, CHECK_SAMPLES)
+    logits, loss = workload.evaluate(samples)
     model = getattr(workload.model, "_orig_mod", workload.model)
     reference = copy.deepcopy(model).to("cpu").float().eval()
-    batch = models.make_batch(workload.spec, workload.batch_size).head(CHECK_SAMPLES)
+    batch = models.make_batch(workload.spec, workload.batch_size).head(samples)
     with torch.no_grad():
         expected = workload.spec.forward(reference, batch.inputs)
         expected_loss = F.cross_entropy(expected, batch.target)

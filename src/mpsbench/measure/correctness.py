@@ -16,7 +16,6 @@ from mpsbench.measure import (
     isolated,
     measured,
     models,
-    ops,
     precision,
     skips,
     tolerances,
@@ -120,14 +119,14 @@ PATTERNS: dict[str, Pattern] = {
             "index_select_transposed",
             "mps index ops",
             lambda gen: (_randn(gen, 48, 64), models.random_ints(gen, 64, 40)),
-            ops.get("index_select").forward,
+            lambda source, index: torch.index_select(source, 0, index),
             _transposed_source,
         ),
         Pattern(
             "gather_transposed",
             "mps index ops",
             lambda gen: (_randn(gen, 48, 32), models.random_ints(gen, 48, 32, 24)),
-            ops.get("gather").forward,
+            lambda source, index: torch.gather(source, 1, index),
             _transposed_source,
         ),
         Pattern(
@@ -171,7 +170,7 @@ PATTERNS: dict[str, Pattern] = {
             "compiled_layer_norm",
             "pytorch#191976",
             lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10),
-            ops.get("layer_norm").forward,
+            lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias),
             min_torch=(2, 0),
             compiled=True,
         ),
@@ -206,10 +205,10 @@ def _error(results: Outputs, reference: Outputs) -> float:
 
 def _require(device: str, pattern: Pattern, dtype: str) -> None:
     skips.require_device(device)
-    skips.require_dtype(device, dtype)
     skips.require_torch(pattern.min_torch, pattern.name)
     if pattern.compiled and (reason := skips.compile_unsupported(device)) is not None:
         raise skips.SkipNotImplemented(f"{pattern.name}: {reason}")
+    skips.require_dtype(device, dtype)
 
 
 def _churn(device: str) -> None:

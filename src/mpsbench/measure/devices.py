@@ -70,7 +70,7 @@ class Device(str, enum.Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Device:
-        return cls(errors.one_of("device", str(value), NAMES))
+        raise errors.UserError(f"unknown device {value!r}; choose one of: {', '.join(NAMES)}")
 
     @functools.cache
     def availability(self) -> Availability:
@@ -178,6 +178,7 @@ def usable_names() -> list[str]:
 
 
 def require_usable(names: Iterable[str]) -> None:
+    """A user's device that cannot run here: one line with why and the usable ones."""
     for name in names:
         if not (found := Device(name).availability()).usable:
             usable = usable_names()

@@ -156,7 +156,8 @@ class EpochRunner:
         self.workload.model.train(training)
         try:
             step = self._train_step if training else self._eval_step
-            return run_epoch(loader or self.loaders[phase], self.workload.device, step)
+            batches = loader if loader is not None else self.loaders[phase]
+            return run_epoch(batches, self.workload.device, step)
         finally:
             self.workload.model.train()
 

@@ -95,11 +95,11 @@ def on_battery() -> bool | None:
 
 def thermal(pmset_therm: str) -> str | None:
     """Throttling (limits under 100), else warnings, in ``pmset -g therm``."""
-    limits = dict(re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm))
-    if throttled := sorted(
-        f"{name} = {int(value)}" for name, value in limits.items() if int(value) < 100
-    ):
-        return "throttled: " + ", ".join(throttled)
+    limits = {
+        name: int(value) for name, value in re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)
+    }
+    if throttled := sorted((name, value) for name, value in limits.items() if value < 100):
+        return "throttled: " + ", ".join(f"{name} = {value}" for name, value in throttled)
     warnings = [
         line.strip()
         for line in pmset_therm.splitlines()

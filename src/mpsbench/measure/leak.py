@@ -33,6 +33,8 @@ def reading(device: str) -> int:
 
 
 def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
+    if len(readings) < 2:
+        raise ValueError(f"a slope needs at least 2 readings, got {len(readings)}")
     return statistics.linear_regression(range(len(readings)), readings).slope * PER / devices.MIB
 
 

@@ -34,6 +34,7 @@ class Batch:
         return self._map(lambda tensor: tensor[:samples])
 
     def cast(self, dtype: torch.dtype) -> Batch:
+        """The floating inputs in ``dtype`` (ids stay integers); the target as it is."""
         cast = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self.inputs.items()}
         return Batch(cast, self.target)
 
@@ -149,11 +150,13 @@ def _output(output: Any, name: str) -> torch.Tensor:
 
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    return _output(model(**inputs, use_cache=False), "logits")[:, :-1].transpose(1, 2)
+    return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[
+        :, :-1
+    ].transpose(1, 2)
 
 
 def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    return _output(model(**inputs), "last_hidden_state").transpose(1, 2)
+    return _output(model(input_ids=inputs["input_ids"]), "last_hidden_state").transpose(1, 2)
 
 
 def random_ints(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:

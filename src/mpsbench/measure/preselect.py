@@ -37,7 +37,8 @@ def discover(benchmark_dir: Path) -> list[Any]:
         return [name for name in sys.modules if name.partition(".")[0] == root.name]
 
     saved = {name: sys.modules.pop(name) for name in suite_modules()}
-    sys.path.insert(0, parent := str(root.parent))
+    parent = str(root.parent)
+    sys.path.insert(0, parent)
     try:
         return list(disc_benchmarks(str(root)))
     finally:

@@ -143,6 +143,7 @@ class Gate:
     ran_out: bool = field(default=False, init=False)
 
     def before(self, name: str) -> dict[str, Any]:
+        """Fields of the state before ``name``, with ``waited``."""
         last = self.last
         state = last[1] if last and self.clock() - last[0] <= FRESH else self.reader(WINDOW)
         started = self.clock()

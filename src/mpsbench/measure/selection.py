@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from mpsbench.core import errors, settings
+from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
 # asv passes the environment through to every benchmark process
@@ -208,4 +208,8 @@ RULES: dict[str, Callable[..., str | None]] = {
 
 def left_out(benchmark: str, *params: object) -> str | None:
     """Why this run leaves out ``benchmark``'s combination, or None; probes no device."""
-    return RULES[errors.one_of("benchmark class", benchmark, RULES, KeyError)](*params)
+    if benchmark not in RULES:
+        raise KeyError(
+            f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
+        )
+    return RULES[benchmark](*params)

@@ -54,7 +54,7 @@ def torch_lacks(exc: BaseException) -> bool:
 
 def compile_unsupported(device: str) -> str | None:
     version = torch.__version__
-    if precision.torch_version() < (2, 0):
+    if precision.torch_version() < (2, 0) or not hasattr(torch, "compile"):
         return f"torch {version} has no torch.compile (2.0+)"
     dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
     if dynamo is not None and not dynamo():

@@ -73,7 +73,7 @@ def prepare(
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:
-            workload = workloads.cached((kind, device, model, batch_size, dtype, compiled))
+            workload = workloads.cached(kind, device, model, batch_size, dtype, compiled)
         except NotImplementedError as exc:
             raise RuntimeError(f"{model} on {device}: torch lacks an op: {exc}") from exc
         if guarded:

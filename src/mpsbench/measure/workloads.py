@@ -157,6 +157,14 @@ _slot: devices.OneSlot[Workload] = devices.OneSlot()
 forget = _slot.clear
 
 
-def cached(key: tuple[str, str, str, int, str, bool]) -> Workload:
-    """One per process, by :func:`build`'s arguments: asv calls ``setup`` before every sample."""
-    return _slot.get(key, key[1], lambda: build(*key).warm_up())
+def cached(
+    kind: str,
+    device: str,
+    model: str,
+    batch_size: int,
+    dtype: str = precision.DEFAULT,
+    compiled: bool = False,
+) -> Workload:
+    """One per process: asv calls ``setup`` before every sample."""
+    key = (kind, device, model, batch_size, dtype, compiled)
+    return _slot.get(key, device, lambda: build(*key).warm_up())

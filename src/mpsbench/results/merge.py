@@ -116,11 +116,17 @@ def check_file(path: Path) -> Json:
     return data
 
 
-def _readable(read: Callable[[Path], Json], path: Path, report: Report, into: bool) -> Json | None:
+# what a corrupt file's report line says is done with it
+SKIPPED = "skipped"  # a source's
+UNTOUCHED = "left untouched, not merged into"  # the destination's
+
+
+def _readable(read: Callable[[Path], Json], path: Path, report: Report, done: str) -> Json | None:
+    """``read(path)``, or None with ``path`` reported corrupt and ``done`` with it."""
     try:
         return read(path)
     except (recorded.RecordedError, MergeError) as exc:
-        report.corrupt.append(f"{exc}; {'left untouched, not merged into' if into else 'skipped'}")
+        report.corrupt.append(f"{exc}; {done}")
         return None
 
 
@@ -362,14 +368,18 @@ def read_lines(trail: Path) -> Iterator[Json]:
 
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> Json | None:
     """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
-    target = dest / asv.BENCHMARKS
-    kept = _readable(recorded.raw, target, report, into=True) if target.exists() else {}
-    merged = kept or {}
+    target, merged, corrupt = dest / asv.BENCHMARKS, {}, False
+    if target.exists():
+        found = _readable(recorded.raw, target, report, UNTOUCHED)
+        corrupt = found is None
+        merged = found or {}
     first_source: dict[str, Path] = {}
     changes: list[str] = []
     for path in (source / asv.BENCHMARKS for source in sources):
-        entries = _readable(recorded.raw, path, report, into=False) if path.exists() else {}
-        for name, entry in (entries or {}).items():
+        entries = _readable(recorded.raw, path, report, SKIPPED) if path.exists() else {}
+        if entries is None:
+            continue
+        for name, entry in entries.items():
             if not isinstance(entry, dict):  # the file's "version"
                 merged.setdefault(name, entry)
                 continue
@@ -393,7 +403,7 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
                     else f"added {name}"
                 )
                 merged[name] = entry
-    if kept is None or not changes:
+    if corrupt or not changes:
         return None
     report.benchmarks.extend(changes)
     return merged
@@ -473,7 +483,7 @@ def _merge_one(
         if (reason := _refusal(path, recorded.raw(path), builds)) is not None:
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
-    if (incoming := _readable(check_file, path, report, into=False)) is None:
+    if (incoming := _readable(check_file, path, report, SKIPPED)) is None:
         return
     refused = []
     for (name, combo), columns in values(incoming).items() if path.name != MACHINE else ():
@@ -493,7 +503,7 @@ def _merge_one(
     if path.name == MACHINE:
         report.conflicts.append(f"{path} differs from {target}; both left untouched")
         return
-    if (before := _readable(check_file, target, report, into=True)) is None:
+    if (before := _readable(check_file, target, report, UNTOUCHED)) is None:
         return
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)

@@ -108,7 +108,8 @@ def _gb(size: float) -> str:
 
 
 def device(name: str) -> str:
-    return found[1] if (found := DEVICE.search(name)) else "cpu"
+    found = DEVICE.search(name)
+    return found[1] if found else "cpu"
 
 
 def group(name: str) -> str:
@@ -189,6 +190,7 @@ class Pace:
     PRIOR = 3.0
 
     def __init__(self, planned: Mapping[str, float]) -> None:
+        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
         self.took: dict[CostClass, float] = collections.defaultdict(float)
         self.expected: dict[CostClass, float] = collections.defaultdict(float)
         sums = collections.defaultdict(list)

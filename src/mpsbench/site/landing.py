@@ -64,7 +64,8 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build."""
     found = []
     for machine in results.recorded.machines:
-        if not (builds := [c for c in results.builds(machine) if (machine, c) in results.timed]):
+        builds = [c for c in results.builds(machine) if (machine, c) in results.timed]
+        if not builds:
             continue
         newest = builds[-1]
         timed = {step: measured for step, (_, measured) in results.timed[machine, newest].items()}

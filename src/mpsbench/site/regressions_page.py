@@ -31,7 +31,8 @@ def _ratio(before: float, after: float) -> float:
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
-    return found.group(1) if (found := re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)) else None
+    found = re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)
+    return found.group(1) if found else None
 
 
 def _graph_url(
@@ -168,6 +169,7 @@ def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str)
 
 
 def latest(html: Path, timeline: Reader) -> list[Regression]:
+    """The newest jumps of regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
     regressed = {
         (j["benchmark"], j["machine"] or "", j["new"]): j
@@ -213,12 +215,13 @@ def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
         return
     ET.register_namespace("", ATOM)
     tree = ET.parse(feed)
-    for entry in (root := tree.getroot()).findall(f"{{{ATOM}}}entry"):
+    root = tree.getroot()
+    for entry in root.findall(f"{{{ATOM}}}entry"):
         title = entry.find(f"{{{ATOM}}}title")
         link = entry.find(f"{{{ATOM}}}link")
         href = link.get("href", "") if link is not None else ""
         params = urllib.parse.parse_qs(urllib.parse.urlsplit(href).fragment.partition("?")[2])
-        name = entry.findtext(f"{{{ATOM}}}title", "").split(" ", 1)[-1]
+        name = (title.text or "").split(" ", 1)[-1] if title is not None else ""
         key = (name, params.get("machine", [None])[0], params.get("commits", [""])[0])
         if key not in kept:
             root.remove(entry)

@@ -131,17 +131,15 @@ def _machines(results: tp.Results, save: Save) -> list[Block]:
 def _batches(results: tp.Results, save: Save) -> list[Block]:
     curves = sorted(tp.batch_curves(results).items())
     rows = [[*key, str(batch), number(value)] for key, values in curves for batch, value in values]
-    return [
-        *_per_model(
-            save,
-            "batches",
-            "throughput across batch sizes",
-            curves,
-            lambda curve: curve[0][0],
-            figures.batches,
-        ),
-        _table("model, kind, machine, device, batch, samples/s", rows),
-    ]
+    images = _per_model(
+        save,
+        "batches",
+        "throughput across batch sizes",
+        curves,
+        lambda curve: curve[0][0],
+        figures.batches,
+    )
+    return [*images, _table("model, kind, machine, device, batch, samples/s", rows)]
 
 
 def _release(
