@@ -87,7 +87,8 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     site_assets.make_offline(html)
     patches.add_nav_link(html, "Figures", figures)
     summaries = landing.write(html, conf.results, suite.reader, figures)
-    log.info(f"index.html opens on the step times of {len(summaries)} machines")
+    machines = f"{len(summaries)} machine{'s' if len(summaries) != 1 else ''}"
+    log.info(f"index.html opens on the step times of {machines}")
     patches.patch_graphs(html)
     if dropped := patches.keep_measured_tags(html, measured):
         more = ", ..." if len(dropped) > 5 else ""
