@@ -422,6 +422,8 @@ def check_machines(sources: Sequence[Path], machines: Collection[str] = ()) -> N
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
+    if not machines:
+        return  # nothing to look for: no need to list every file
     held = sorted({p.parent.name for source in sources for p in source.glob("*/*.json")})
     for name in machines:
         if name not in held:
