@@ -86,7 +86,9 @@ import sys
 from pathlib import Path
 from mpsbench.regressions import fresh
 bench, exam = sys.argv[1], Path(sys.argv[2])
-args = fresh.Options(bench, exam / "manifest.json", exam / "timeline", 5, 20)
+args = fresh.Options(  # by keyword: the fields' order differs between trees
+    bench=bench, manifest=exam / "manifest.json", timeline=exam / "timeline", min_rounds=5, max_rounds=20
+)
 # name_builds takes the Options in newer trees, the manifest and timeline paths in older ones
 if "args" in inspect.signature(fresh.name_builds).parameters:
     _, _, (good,) = fresh.name_builds(["loop@n1"], args)
