@@ -127,9 +127,8 @@ def _median(seconds: list[float], fallback: float) -> float:
 
 class Costs:
     def __init__(self, results: Path, machine: str) -> None:
-        # defaultdicts: read with .get or `in`, as [] adds the key
-        self.by_name: dict[str, list[float]] = collections.defaultdict(list)
-        self.by_group: dict[CostClass, list[float]] = collections.defaultdict(list)
+        self.by_name: dict[str, list[float]] = {}
+        self.by_group: dict[CostClass, list[float]] = {}
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
         self.publishes: list[float] = []
         walls = []  # name, class, its class's first in its pass, seconds
@@ -153,8 +152,8 @@ class Costs:
             if first and key in later:
                 firsts[key].append(seconds)
             else:
-                self.by_name[name].append(seconds)
-                self.by_group[key].append(seconds)
+                self.by_name.setdefault(name, []).append(seconds)
+                self.by_group.setdefault(key, []).append(seconds)
         self.setups: dict[CostClass, float] = {
             key: max(0.0, statistics.median(seconds) - statistics.median(self.by_group[key]))
             for key, seconds in firsts.items()
@@ -190,21 +189,20 @@ class Pace:
     PRIOR = 3.0
 
     def __init__(self, planned: Mapping[str, float]) -> None:
-        # defaultdicts: read a key that may be missing with .get or `in`, never [] (that adds it)
-        self.took: dict[CostClass, float] = collections.defaultdict(float)
-        self.expected: dict[CostClass, float] = collections.defaultdict(float)
+        self.took: dict[CostClass, float] = {}
+        self.expected: dict[CostClass, float] = {}
         sums = collections.defaultdict(list)
         for name, seconds in planned.items():
             sums[cost_class(name)].append(max(seconds, 1e-3))
         self.mean = {key: statistics.fmean(values) for key, values in sums.items()}
 
     def note(self, key: CostClass, took: float, expected: float) -> None:
-        self.took[key] += took
-        self.expected[key] += max(expected, 1e-3)
+        self.took[key] = self.took.get(key, 0.0) + took
+        self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
 
     def pooled(self, keys: Iterable[CostClass]) -> float:
         """The ratio of the classes ``keys``, leaning on 1."""
-        ran = list(keys)
+        ran = [key for key in keys if key in self.took]
         prior = self.PRIOR * statistics.fmean([self.mean.get(key, 1.0) for key in ran] or [1.0])
         took, expected = (sum(seen[key] for key in ran) for seen in (self.took, self.expected))
         return (took + prior) / (expected + prior)
