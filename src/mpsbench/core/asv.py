@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mpsbench.core import asv_internals, settings
+from mpsbench.core import asv_internals, ranges, settings
 from mpsbench.core.errors import UserError
 
 BENCHMARKS = "benchmarks.json"
@@ -278,4 +278,4 @@ def supervise(
 def write_hashfile(path: Path, commits: Iterable[str]) -> str:
     """asv run's range of exactly ``commits``, written one a line to ``path``."""
     path.write_text("".join(f"{commit}\n" for commit in commits))
-    return f"HASHFILE:{path}"
+    return f"{ranges.HASHFILE}{path}"
