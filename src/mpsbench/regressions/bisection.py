@@ -151,23 +151,15 @@ def search(
                 _row(good.name, "GOOD", step.times[good.name], None, "", "endpoint"),
                 _row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"),
             ]
-        against = [
-            (name, step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
-            for name in candidates
-        ]
+        against = []  # oldest first: name, its verdicts against GOOD and BAD, its class
+        for name in candidates:
+            vs_good, vs_bad = step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]
+            against.append((name, vs_good, vs_bad, _classify(vs_good, vs_bad)))
         state.rows += [
-            _row(
-                name,
-                "step",
-                step.times[name],
-                vs_good,
-                f"{vs_bad.ratio:.3f}",
-                _classify(vs_good, vs_bad),
-            )
-            for name, vs_good, vs_bad in against
+            _row(name, "step", step.times[name], vs_good, f"{vs_bad.ratio:.3f}", found)
+            for name, vs_good, vs_bad, found in against
         ]
-        for name, vs_good, vs_bad in against:  # oldest first
-            found = _classify(vs_good, vs_bad)
+        for name, vs_good, vs_bad, found in against:
             if found == "undecided":
                 return Unresolved(
                     UNDECIDED,
