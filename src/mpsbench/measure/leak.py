@@ -93,7 +93,7 @@ def _lstm(device: str) -> Step:
     lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True).to(device)
     head = nn.Linear(128, 10).to(device)
     x = torch.randn(16, 32, 64, generator=gen).to(device)
-    target = torch.randint(0, 10, (16,), generator=gen).to(device)
+    target = models.random_ints(gen, 10, 16).to(device)
     return _sgd_step(
         nn.ModuleList([lstm, head]),
         lambda: F.cross_entropy(head(lstm(x)[0][:, -1]), target),
@@ -113,7 +113,7 @@ def _varying_sizes(device: str) -> Step:
     cycle = itertools.cycle(
         [torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES]
     )
-    target = torch.randint(0, 10, (8,), generator=gen).to(device)
+    target = models.random_ints(gen, 10, 8).to(device)
     return _sgd_step(model, lambda: F.cross_entropy(model(next(cycle)), target))
 
 

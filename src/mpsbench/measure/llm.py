@@ -19,12 +19,9 @@ class Generation:
         self.device = devices.get(device)
         self.model = workloads.resident(self.device, models.get(model)).eval()
         self.label = f"{model} generation on {device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
-        self.prompt = torch.randint(
-            0,
-            models.LLAMA_CONFIG["vocab_size"],
-            (BATCH, PROMPT_TOKENS),
-            generator=torch.Generator().manual_seed(models.SEED),
-        ).to(device)
+        seeded = torch.Generator().manual_seed(models.SEED)
+        vocabulary = models.LLAMA_CONFIG["vocab_size"]
+        self.prompt = models.random_ints(seeded, vocabulary, BATCH, PROMPT_TOKENS).to(device)
         self.fallback_ops: tuple[str, ...] = ()
 
     def _next(self, **inputs: Any) -> tuple[torch.Tensor, Any]:

@@ -187,16 +187,14 @@ RULES: dict[str, Callable[..., str | None]] = {
     **dict.fromkeys(("Training", "Inference", "TrainingCapacity", "InferenceCapacity"), steps),
     **dict.fromkeys(("ModernTraining", "ModernInference"), modern),
     **dict.fromkeys(("TrainingColdStart", "InferenceColdStart"), cold_start),
-    **{
-        name.format(kind.title()): partial(rule, kind)
-        for name, rule in (
-            ("{}Instruments", instruments),
-            ("{}Precision", precision),
-            ("{}PrecisionCapacity", precision_memory),
-            ("Compiled{}", compiled),
-        )
-        for kind in ("training", "inference")
-    },
+    "TrainingInstruments": partial(instruments, "training"),
+    "InferenceInstruments": partial(instruments, "inference"),
+    "TrainingPrecision": partial(precision, "training"),
+    "InferencePrecision": partial(precision, "inference"),
+    "TrainingPrecisionCapacity": partial(precision_memory, "training"),
+    "InferencePrecisionCapacity": partial(precision_memory, "inference"),
+    "CompiledTraining": partial(compiled, "training"),
+    "CompiledInference": partial(compiled, "inference"),
     **dict.fromkeys(("LlmPrefill", "LlmDecode"), generation),
     **dict.fromkeys(("Correctness", "ReportedCorrectness", "Determinism"), correctness),
     "LeakPatterns": leaks,
