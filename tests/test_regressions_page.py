@@ -15,6 +15,7 @@ import contextlib
 import functools
 import http.server
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -302,31 +303,25 @@ def test_the_judged_jump_and_the_latest_regression_link_one_graph_at_both_builds
         assert f"commits={commits['2.1']}-{commits['2.3']}" in found[key].graph
 
 
+BUILDS = "1" * 40, "2" * 40  # the two builds of a hand-written regressions.json
+
+
+def _asv_jumps(html: Path, name: str, jumps: dict[str, tuple[float, float]]) -> None:
+    """An index.json and a regressions.json in which asv flags one jump per machine."""
+    (html / "index.json").write_text(
+        json.dumps({"benchmarks": {}, "revision_to_hash": {"1": BUILDS[0], "2": BUILDS[1]}})
+    )
+    rows = [
+        [name, f"graphs/machine-{m}/x.json", {"machine": m}, None, a, b, [[1, 2, b, a]]]
+        for m, (b, a) in jumps.items()
+    ]
+    (html / "regressions.json").write_text(json.dumps({"regressions": rows}))
+
+
 def test_the_latest_regressions_name_each_machines_own_kind(tmp_path):
     name = "benchmark_patterns.Correctness.track_relative_error('cpu', 'linear_bias', 'float32')"
-    old, new = "1" * 40, "2" * 40
-    jump = [[1, 2, 0.001, 0.5]]
-    (tmp_path / "index.json").write_text(
-        json.dumps({"benchmarks": {}, "revision_to_hash": {"1": old, "2": new}})
-    )
-    (tmp_path / "regressions.json").write_text(
-        json.dumps(
-            {
-                "regressions": [
-                    [
-                        name,
-                        f"graphs/machine-{machine}/x.json",
-                        {"machine": machine},
-                        None,
-                        0.5,
-                        0.001,
-                        jump,
-                    ]
-                    for machine in "ab"
-                ]
-            }
-        )
-    )
+    new = BUILDS[1]
+    _asv_jumps(tmp_path, name, {machine: (0.001, 0.5) for machine in "ab"})
     (tmp_path / regressions_page.JUDGED).write_text(
         json.dumps(
             [  # machine-b's jump kept on asv's word alone
@@ -349,6 +344,14 @@ def test_the_latest_regressions_name_each_machines_own_kind(tmp_path):
     )
     found = regressions_page.latest(tmp_path, timeline.Reader(None))
     assert {r.machine: r.kind for r in found} == {"a": "wrong result", "b": "slower"}
+
+
+def test_a_jump_from_zero_reads_unchanged_when_it_stays_and_infinite_when_it_grows(tmp_path):
+    """The page's ratio is the rule's: 0 -> 0 is 1.00x, 0 -> more is an infinite slowdown."""
+    jumps = {"stays": (0.0, 0.0), "grows": (0.0, 0.5), "doubles": (0.25, 0.5)}
+    _asv_jumps(tmp_path, "benchmark_patterns.LeakPatterns.track_growth('cpu', 'maxpool2d')", jumps)
+    found = regressions_page.latest(tmp_path, timeline.Reader(None))
+    assert {r.machine: r.ratio for r in found} == {"stays": 1.0, "grows": math.inf, "doubles": 2.0}
 
 
 def test_upstream_url_is_a_compare_range_a_commit_or_nothing():

@@ -127,7 +127,8 @@ def test_near_zero_values_are_judged_by_their_absolute_change():
     assert rule.judge(
         RULES, fallback, "ops", Measured(0.0), Measured(1.0)
     ).slower  # one new fallback op
-    assert rule.judge(RULES, fallback, "ops", Measured(0.0), Measured(0.0)).label == "unchanged"
+    stays = rule.judge(RULES, fallback, "ops", Measured(0.0), Measured(0.0))
+    assert (stays.label, stays.ratio) == ("unchanged", 1.0)  # 0 -> 0 reads 1.000x, not inf
     tiny = "benchmark_ops.MemoryBoundOps.time_forward('cpu', 'add')"
     assert (
         rule.judge(RULES, tiny, "seconds", Measured(2.0e-6), Measured(4.0e-6)).label

@@ -113,7 +113,8 @@ class Judgement:
         return self.decision in (Decision.SLOWER, Decision.WRONG)
 
 
-def _ratio(before: float, after: float) -> float:
+def change_ratio(before: float, after: float) -> float:
+    """after/before; from 0 or below: inf if it grew, else 1."""
     return after / before if before > 0 else (math.inf if after > before else 1.0)
 
 
@@ -127,7 +128,7 @@ def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Ju
         what = f"identical calls differ by {change} of their scale, where 0 is bit-identical"
     else:
         return None
-    ratio = _ratio(old.value, new.value)
+    ratio = change_ratio(old.value, new.value)
     if new.value > limit >= old.value:
         return Judgement(Decision.WRONG, bad, ratio, limit, what)
     if old.value > limit >= new.value:
@@ -149,7 +150,7 @@ def judge(
         return correctness
     found = unit(unit_name)
     before, after = (new.value, old.value) if found.higher_is_better else (old.value, new.value)
-    worse, ratio = after - before, _ratio(before, after)
+    worse, ratio = after - before, change_ratio(before, after)
     base = threshold(thresholds, entry, branch)
     spreads = [(m, s) for m in (old, new) if (s := noise(m)) is not None]
     errors = [s * abs(m.value) for m, s in spreads]

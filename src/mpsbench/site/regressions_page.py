@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 import shutil
 import urllib.parse
@@ -24,10 +23,6 @@ FeedKey = tuple[str, str | None, str]  # row, machine if named, commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20
 EXPLAINED = "explain"
-
-
-def _ratio(before: float, after: float) -> float:
-    return after / before if before else math.inf
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
@@ -103,7 +98,7 @@ def judge_site(
                 verdict = rule.Judgement(
                     rule.Decision.SLOWER,
                     rule.Decision.SLOWER.value,
-                    _ratio(before, after),
+                    rule.change_ratio(before, after),
                     0.0,
                     "asv's step detection (no recorded values to judge)",
                 )
@@ -188,7 +183,7 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
                     machine,
                     old,
                     new,
-                    _ratio(before, after),
+                    rule.change_ratio(before, after),
                     int(new_revision),
                     _graph_url(index, name, machine, idx, old, new),
                     judged.get("verdict", "slower"),
