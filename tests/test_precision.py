@@ -44,6 +44,14 @@ def test_an_unknown_dtype_is_one_line_with_the_choices():
         workloads.build("training", "cpu", "mlp", 8, "fp8")
 
 
+def test_a_reduced_batch_casts_its_floating_inputs_and_keeps_its_ids_and_target():
+    ids = torch.arange(6).view(2, 3)
+    batch = models.Batch({"pixels": torch.ones(2, 3), "input_ids": ids}, torch.arange(2))
+    cast = batch.cast(torch.bfloat16)
+    assert cast.inputs["pixels"].dtype == torch.bfloat16
+    assert cast.inputs["input_ids"] is ids and cast.target is batch.target
+
+
 # --- cpu, for real -------------------------------------------------------------
 
 

@@ -216,16 +216,12 @@ def _churn(device: str) -> None:
         torch.ones(elements, device=device).add_(1).sum()
 
 
-def _floats_in(dtype: torch.dtype, tensors: Tensors) -> list[torch.Tensor]:
-    return [x.to(dtype) if x.is_floating_point() else x for x in tensors]
-
-
 def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[Outputs], Outputs]:
     pattern = PATTERNS[name]
     _require(device, pattern, dtype)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
-    rounded = _floats_in(precision.dtype_of(dtype), made)
-    reference = pattern.op(*pattern.arrange(_floats_in(torch.float64, rounded)))
+    rounded = [models.float_cast(x, precision.dtype_of(dtype)) for x in made]
+    reference = pattern.op(*pattern.arrange([models.float_cast(x, torch.float64) for x in rounded]))
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
         arranged = pattern.arrange([x.to(device) for x in rounded])

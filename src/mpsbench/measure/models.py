@@ -34,9 +34,12 @@ class Batch:
         return self._map(lambda tensor: tensor[:samples])
 
     def cast(self, dtype: torch.dtype) -> Batch:
-        """The floating inputs in ``dtype`` (ids stay integers); the target as it is."""
-        cast = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self.inputs.items()}
-        return Batch(cast, self.target)
+        return Batch({k: float_cast(v, dtype) for k, v in self.inputs.items()}, self.target)
+
+
+def float_cast(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Floats in ``dtype``; integer ids as they are."""
+    return tensor.to(dtype) if tensor.is_floating_point() else tensor
 
 
 @dataclass(frozen=True)
