@@ -121,6 +121,20 @@ def loaded(suite):
     return throughput.load(tmp / "results")
 
 
+def test_newest_finds_benchmarks_json_names_in_loaded_and_in_each_pythons_results(suite):
+    tmp, _ = suite
+    step, unknown = "benchmark_models.Training.time_step", "benchmark_gone.Old.time_step"
+    newest = throughput.load(tmp / "results").newest({step, unknown})
+    assert newest[unknown] == {} and len(newest[step]) == 8  # 6 rows on m1max, 2 on rtx3080
+    assert newest[step][("m1max", "mps", "mlp", 1024)] == 0.10  # its newest build's
+    points = throughput.by_release(
+        tmp / "results",
+        Reader(tmp / "timeline"),
+        lambda results, machine, _: [(machine, "", "", len(results.newest({step})[step]))],
+    )
+    assert [p.ratio for p in points] == [8, 8, 8, 8]  # m1max's three builds, rtx3080's one
+
+
 def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback(loaded):
     found = {(s.machine, s.kind, s.model, s.device): s for s in throughput.speedups(loaded)}
     assert {key: s.ratio for key, s in found.items()} == pytest.approx(

@@ -138,7 +138,7 @@ def test_the_html_holds_the_values_the_speedups_and_a_graph_link_for_each(result
 
 
 def test_the_graph_page_gets_the_param_values_with_data(results):
-    measured = landing.measured_params(tp.load(results).recorded, tp.load(results).param_names)
+    measured = landing.measured_params(tp.load(results).recorded)
     steps = measured["benchmark_models.Training.time_step"]
     assert steps == [["'cpu'", "'mps'"], ["'mlp'", "'resnet50'"], ["1", "1024", "128"]]
     assert measured["benchmark_models.Inference.time_step"][0] == ["'cpu'", "'mps'"]

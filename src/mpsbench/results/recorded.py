@@ -116,10 +116,6 @@ def benchmark_units(results_dir: Path) -> dict[str, str]:
     return {name: str(b.get("unit", "")) for name, b in benchmarks(results_dir).items()}
 
 
-def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
-    return {name: tuple(b.get("param_names", ())) for name, b in benchmarks(results_dir).items()}
-
-
 def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
     for name in result.get_all_result_keys():
         params = result.get_result_params(name)

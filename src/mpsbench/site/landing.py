@@ -166,13 +166,11 @@ def to_html(summaries: list[Machine], figures: str) -> str:
     )
 
 
-def measured_params(
-    found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
-) -> dict[str, list[list[str]]]:
+def measured_params(found: recorded.Recorded) -> dict[str, list[list[str]]]:
     combinations: dict[str, set[tuple[str, ...]]] = {}
     for rows in found.values.values():
         for row in rows:
-            if row.benchmark in param_names:
+            if row.benchmark in found.units:  # in benchmarks.json
                 combinations.setdefault(row.benchmark, set()).add(row.params)
     return {name: [sorted(set(axis)) for axis in zip(*each)] for name, each in combinations.items()}
 
@@ -189,5 +187,5 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
         "\n" + to_html(summaries, figures),
     )
     with patches.index_json(html_dir) as index:
-        index[patches.MEASURED_KEY] = measured_params(results.recorded, results.param_names)
+        index[patches.MEASURED_KEY] = measured_params(results.recorded)
     return summaries

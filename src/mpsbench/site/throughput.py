@@ -53,7 +53,6 @@ Timed = tuple[recorded.Row, recorded.Measured]
 @dataclass
 class Results:
     recorded: recorded.Recorded
-    param_names: dict[str, tuple[str, ...]]
     samples: dict[Build, dict[Step, float]] = field(default_factory=dict)
     timed: dict[Build, dict[Step, Timed]] = field(default_factory=dict)
     joules: dict[Build, dict[Step, float]] = field(default_factory=dict)
@@ -68,7 +67,7 @@ class Results:
     def newest(self, names: set[str]) -> dict[str, dict[tuple[Any, ...], float]]:
         """Values on each machine's newest build, by name and (machine, *params)."""
         found: dict[str, dict[tuple[Any, ...], float]] = {name: {} for name in names}
-        described = names & self.param_names.keys()  # as asv publish shows
+        described = names & self.recorded.units.keys()  # in benchmarks.json, as asv publish shows
         for machine in self.recorded.machines:
             newest = self.recorded.values[(machine, self.recorded.builds(machine)[-1])]
             for row, measured in newest.items():
@@ -78,8 +77,8 @@ class Results:
         return found
 
 
-def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) -> Results:
-    results = Results(found, param_names)
+def _results(found: recorded.Recorded) -> Results:
+    results = Results(found)
     for build, rows in found.values.items():
         for row, measured in rows.items():
             if row.benchmark not in METRICS or measured.value <= 0:
@@ -98,7 +97,7 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
 
 
 def load(results_dir: Path) -> Results:
-    return _results(recorded.load(results_dir, strict=False), recorded.param_names(results_dir))
+    return _results(recorded.load(results_dir, strict=False))
 
 
 def seed_batch(model: str) -> int | None:
@@ -269,11 +268,10 @@ Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 
 def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[ReleasePoint]:
     """Every build's ``ratios``, per Python: none has wheels for every release."""
-    names = recorded.param_names(results_dir)
     return [
         ReleasePoint(python, timeline.version(c), each.dates.get(c, 0), timeline.link(c), *row)
         for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items())
-        for results in [_results(each, names)]
+        for results in [_results(each)]
         for machine in each.machines
         for c in each.builds(machine)
         for row in ratios(results, machine, c)
