@@ -371,3 +371,17 @@ def test_a_trail_line_a_kill_cut_costs_only_itself(tmp_path):
     merge.append(trail, [{"benchmark": "c", "value": 3}])
     assert [line["benchmark"] for line in merge.read_lines(trail)] == ["a", "c"]
     assert trail.read_text().endswith('\n{"benchmark": "c", "value": 3}\n')
+
+
+def test_an_incoming_results_file_is_parsed_and_checked_once(machines, monkeypatch):
+    fleet, a, b = machines
+    parsed: list[Path] = []
+    checked: list[object] = []
+    raw, malformed = merge.recorded.raw, merge.malformed
+    monkeypatch.setattr(merge.recorded, "raw", lambda path: parsed.append(path) or raw(path))
+    monkeypatch.setattr(merge, "malformed", lambda data: checked.append(data) or malformed(data))
+    found = merge.merge(fleet, [a, b])
+    assert found.clean and len(found.copied) == 4
+    incoming = [path for source in (a, b) for path in sorted(source.glob("*/*-existing-py.json"))]
+    assert len(incoming) == 4 and all(parsed.count(path) == 1 for path in incoming), parsed
+    assert len(checked) == len(incoming)  # nothing but the incoming files: none was merged into

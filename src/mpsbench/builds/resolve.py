@@ -151,16 +151,11 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
 
 
 def _resolved(
-    combos: dict[tuple[str, str], str],
-    torchvision: dict[tuple[str, str], str | None],
-    transformers: str | None,
-    index: str,
-    extra: tuple[str, ...] = (),
+    wanted: dict[tuple[str, str], list[str]], index: str, extra: tuple[str, ...] = ()
 ) -> dict[str, list[mf.Pin]]:
     pins: dict[str, list[mf.Pin]] = {}
-    for (platform, python), torch in sorted(combos.items()):
-        wanted = requirements(torch, torchvision[platform, python], transformers)
-        pins.setdefault(platform, []).extend(pip_set(wanted, platform, python, index, extra))
+    for (platform, python), lines in sorted(wanted.items()):
+        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra))
     return pins
 
 
@@ -207,9 +202,11 @@ def release(
         pythons,
     )
     # no torchvision for a Python: the suite skips those models there
-    vision = {c: torchvision or (None if c in with_vision else "none") for c in combos}
-    pins = _resolved(combos, vision, transformers, index)
-    return _build(pins, date, id=version, kind="release", tag=f"v{version}")
+    wanted = {
+        c: requirements(torch, torchvision or (None if c in with_vision else "none"), transformers)
+        for c, torch in combos.items()
+    }
+    return _build(_resolved(wanted, index), date, id=version, kind="release", tag=f"v{version}")
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
@@ -249,9 +246,8 @@ def nightly(
             found = [w.version for w in wheels.project_wheels(index, "torchvision")]
             vision = max((v for v in found if stamp in v), key=Version, default="none")
             extra = (transformers_index,) if transformers_index != index else ()
-            pins.update(
-                _resolved(combos, dict.fromkeys(combos, vision), transformers, index, extra)
-            )
+            wanted = {c: requirements(torch, vision, transformers) for c, torch in combos.items()}
+            pins.update(_resolved(wanted, index, extra))
     if not pins:
         day = datetime.fromisoformat(date)
         near = [

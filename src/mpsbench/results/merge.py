@@ -102,16 +102,17 @@ def problem(value: Any, unit: str) -> str | None:
     return f"{value!r} is no value of {unit!r} (valid: a number at least {found.least:g}{most})"
 
 
-def check_file(path: Path) -> Json:
+def check_file(path: Path, formed: Json | None = None) -> Json:
+    """Its data where asv reads it and it is in asv's form (``formed``: its data, found so)."""
     try:
         if path.name == MACHINE:
             recorded.machine_named(path)
         else:
             recorded.read(path, path.parent.name)
-        data = recorded.raw(path)
+        data = recorded.raw(path) if formed is None else formed
     except recorded.RecordedError as exc:
         raise MergeError(f"{path}: {exc}") from None
-    if path.name != MACHINE and (reason := malformed(data)):
+    if formed is None and path.name != MACHINE and (reason := malformed(data)):
         raise MergeError(f"{path}: {reason}")
     return data
 
@@ -368,11 +369,9 @@ def read_lines(trail: Path) -> Iterator[Json]:
 
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> Json | None:
     """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
-    target, merged, corrupt = dest / asv.BENCHMARKS, {}, False
-    if target.exists():
-        found = _readable(recorded.raw, target, report, UNTOUCHED)
-        corrupt = found is None
-        merged = found or {}
+    target = dest / asv.BENCHMARKS
+    found = _readable(recorded.raw, target, report, UNTOUCHED) if target.exists() else {}
+    merged, corrupt = found or {}, found is None
     first_source: dict[str, Path] = {}
     changes: list[str] = []
     for path in (source / asv.BENCHMARKS for source in sources):
@@ -481,11 +480,12 @@ def _merge_one(
     builds: Collection[str] | None,
 ) -> None:
     target = dest / path.parent.name / path.name
+    parsed = None  # read once: in asv's form where _refusal passes it
     with contextlib.suppress(recorded.RecordedError):  # check_file says it
-        if (reason := _refusal(path, recorded.raw(path), builds)) is not None:
+        if (reason := _refusal(path, parsed := recorded.raw(path), builds)) is not None:
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
-    if (incoming := _readable(check_file, path, report, SKIPPED)) is None:
+    if (incoming := _readable(lambda _: check_file(path, parsed), path, report, SKIPPED)) is None:
         return
     refused = []
     for (name, combo), columns in values(incoming).items() if path.name != MACHINE else ():
