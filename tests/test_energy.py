@@ -100,6 +100,61 @@ def test_the_steps_run_until_enough_time_and_updates_have_passed(clock):
     assert found.joules_per_step == pytest.approx(found.watts * found.seconds / found.steps)
 
 
+@pytest.mark.parametrize("wanted", [2, 7])
+def test_the_window_ends_at_the_step_that_brings_min_updates_since_it_opened(clock, wanted):
+    # each step moves the counter once, stamped at the step's end; the settle call's update is
+    # stamped at the window's start itself, so it is not one of the window's
+    found = energy.measure(
+        lambda: clock.step(0.01),
+        lambda: None,
+        energy.Counter("stand-in", continuous(clock, 100.0), 0.002),
+        min_seconds=0.001,
+        min_updates=wanted,
+        settle_seconds=0,
+    )
+    assert (found.steps, found.updates) == (wanted, wanted)
+    assert found.seconds == pytest.approx(0.01 * wanted)
+
+
+def test_updates_stamped_as_the_window_opened_are_not_its_own_however_late_they_are_appended(
+    monkeypatch,
+):
+    """A stand-in poller whose two updates, stamped just before and at the window's start, reach
+    the list only during the window's first step (a poller preempted between its stamp and its
+    append): the window still waits for ``min_updates`` stamped after its start."""
+    now, lists, ready, calls = [1000.0], [], threading.Event(), []
+    monkeypatch.setattr(energy.time, "perf_counter", lambda: now[0])
+
+    def poller(found, updates, stopping) -> None:
+        lists.append(updates)
+        ready.set()
+        stopping.wait()
+
+    def stamped(when: float) -> tuple[float, float]:
+        return when, 100.0 * (when - 1000.0)  # 100 W
+
+    def run() -> None:
+        assert ready.wait(timeout=900)
+        if len(calls) == 1:  # the window's first step: the settle call's updates arrive late
+            lists[0].extend([stamped(now[0] - 0.001), stamped(now[0])])
+        now[0] += 0.01
+        if calls:  # each step of the window: one update, stamped at its end
+            lists[0].append(stamped(now[0]))
+        calls.append(None)
+
+    monkeypatch.setattr(energy, "_poll", poller)
+    found = energy.measure(
+        run,
+        lambda: None,
+        energy.Counter("stand-in", lambda: 0.0, 0.002),
+        min_seconds=0.001,
+        min_updates=3,
+        settle_seconds=0,
+    )
+    assert (found.steps, found.updates) == (3, 3)  # not 1: the two late ones are not counted
+    assert found.watts == pytest.approx(100.0)
+
+
 def settling(clock: Clock) -> Callable[[], float]:
     """A board that draws 1000 W for its first 0.2 s (what it ran before), then 250 W."""
     origin = clock.now

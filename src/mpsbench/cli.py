@@ -855,7 +855,7 @@ def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> None:
         machine=nightly.machine_name(args.machine),
         suite_root=fleet.suite,
     )
-    filled(nightly.bisect, args, suite=suite, measuring=measuring)
+    filled(nightly.bisect, args, measuring=measuring)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -215,7 +215,6 @@ def alert(fleet: Fleet, options: alerts.Options) -> int:
 
 
 def bisect(
-    suite: Suite,
     measuring: fresh.Options,
     adding: nightlies.Options,
     good: str,
@@ -227,9 +226,10 @@ def bisect(
     found = bisection.bisect(good, bad, measuring, adding)
     if not isinstance(found, bisection.Found):
         raise UserError(f"mpsbench bisect named no build: {found.reason}")
-    # a fresh Suite reads the timeline again: --nightlies adds builds
-    commit = dataclasses.replace(suite).timeline.commits[found.first]
-    lines = [f"first slow build: {found.first} (timeline commit {commit[:12]})", found.upstream]
+    lines = [
+        f"first slow build: {found.first} (timeline commit {found.commit[:12]})",
+        found.upstream,
+    ]
     for line in lines:
         log.info(line)
     _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {said}", *lines]))

@@ -168,14 +168,19 @@ def measure(
                 run()
                 synchronize()
                 calls += 1
+            first = len(updates)  # stamps rise: those up to begin are a prefix, skipped once
             begin = end = time.perf_counter()
             if min_seconds is None:
                 short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
                 min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
             calls = 0
-            while end - begin < MAX_SECONDS and (
-                end - begin < min_seconds or sum(when > begin for when, _ in updates) < min_updates
-            ):
+            while end - begin < MAX_SECONDS:
+                if end - begin >= min_seconds:
+                    size = len(updates)  # one length for both: the poller appends
+                    while first < size and updates[first][0] <= begin:
+                        first += 1
+                    if size - first >= min_updates:
+                        break
                 run()
                 synchronize()
                 calls += 1
@@ -183,7 +188,7 @@ def measure(
         finally:
             stopping.set()
     polling.result()  # the counter's error, if reading it failed
-    return reading(found.what, updates[1:], begin, end, calls * steps_per_call)
+    return reading(found.what, updates, begin, end, calls * steps_per_call)
 
 
 def reading(

@@ -27,6 +27,7 @@ HEADER = ["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "ver
 @dataclass(frozen=True)
 class Found:
     first: str
+    commit: str  # first's timeline commit, with --nightlies' builds
     before: str  # the good build before it
     upstream: str  # the PyTorch commits to read
 
@@ -216,7 +217,7 @@ def bisect(
         upstream = "PyTorch commits to read: " + history.upstream_range(
             gaps.manifest, gaps.generated, before, first
         )
-    return Found(first, before, upstream)
+    return Found(first, named[first].commit, before, upstream)
 
 
 def outcome(found: Found | Unresolved) -> int:
