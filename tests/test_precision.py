@@ -46,10 +46,12 @@ def test_an_unknown_dtype_is_one_line_with_the_choices():
 
 def test_a_reduced_batch_casts_its_floating_inputs_and_keeps_its_ids_and_target():
     ids = torch.arange(6).view(2, 3)
-    batch = models.Batch({"pixels": torch.ones(2, 3), "input_ids": ids}, torch.arange(2))
+    target = torch.ones(2)  # floating, so a cast of it would show
+    batch = models.Batch({"pixels": torch.ones(2, 3), "input_ids": ids}, target)
     cast = batch.cast(torch.bfloat16)
     assert cast.inputs["pixels"].dtype == torch.bfloat16
-    assert cast.inputs["input_ids"] is ids and cast.target is batch.target
+    assert cast.inputs["input_ids"] is ids
+    assert cast.target is target and cast.target.dtype == torch.float32
 
 
 # --- cpu, for real -------------------------------------------------------------

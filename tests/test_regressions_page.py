@@ -312,8 +312,16 @@ def _asv_jumps(html: Path, name: str, jumps: dict[str, tuple[float, float]]) -> 
         json.dumps({"benchmarks": {}, "revision_to_hash": {"1": BUILDS[0], "2": BUILDS[1]}})
     )
     rows = [
-        [name, f"graphs/machine-{m}/x.json", {"machine": m}, None, a, b, [[1, 2, b, a]]]
-        for m, (b, a) in jumps.items()
+        [
+            name,
+            f"graphs/machine-{m}/x.json",
+            {"machine": m},
+            None,
+            after,
+            before,
+            [[1, 2, before, after]],
+        ]
+        for m, (before, after) in jumps.items()
     ]
     (html / "regressions.json").write_text(json.dumps({"regressions": rows}))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -123,9 +124,9 @@ def loaded(suite):
 
 def test_newest_finds_benchmarks_json_names_in_loaded_and_in_each_pythons_results(suite):
     tmp, _ = suite
-    step, unknown = "benchmark_models.Training.time_step", "benchmark_gone.Old.time_step"
-    newest = throughput.load(tmp / "results").newest({step, unknown})
-    assert newest[unknown] == {} and len(newest[step]) == 8  # 6 rows on m1max, 2 on rtx3080
+    step = "benchmark_models.Training.time_step"
+    newest = throughput.load(tmp / "results").newest({step})
+    assert len(newest[step]) == 8  # 6 rows on m1max, 2 on rtx3080
     assert newest[step][("m1max", "mps", "mlp", 1024)] == 0.10  # its newest build's
     points = throughput.by_release(
         tmp / "results",
@@ -133,6 +134,21 @@ def test_newest_finds_benchmarks_json_names_in_loaded_and_in_each_pythons_result
         lambda results, machine, _: [(machine, "", "", len(results.newest({step})[step]))],
     )
     assert [p.ratio for p in points] == [8, 8, 8, 8]  # m1max's three builds, rtx3080's one
+
+
+def test_newest_leaves_out_a_recorded_benchmark_that_benchmarks_json_does_not_describe(
+    suite, tmp_path
+):
+    tmp, _ = suite
+    step, inference = "benchmark_models.Training.time_step", "benchmark_models.Inference.time_step"
+    shutil.copytree(tmp / "results", tmp_path / "results")
+    described = tmp_path / "results" / "benchmarks.json"
+    entries = json.loads(described.read_text())
+    del entries[step]
+    described.write_text(json.dumps(entries))
+    newest = throughput.load(tmp_path / "results").newest({step, inference})
+    assert newest[step] == {}  # recorded, but not described
+    assert len(newest[inference]) == 2  # m1max's newest build; none on rtx3080
 
 
 def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback(loaded):

@@ -34,6 +34,7 @@ class Batch:
         return self._map(lambda tensor: tensor[:samples])
 
     def cast(self, dtype: torch.dtype) -> Batch:
+        """The floating inputs in ``dtype``; the target as it is."""
         return Batch({k: float_cast(v, dtype) for k, v in self.inputs.items()}, self.target)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import errno
+import functools
 import itertools
 import json
 import math
@@ -103,7 +104,10 @@ def problem(value: Any, unit: str) -> str | None:
 
 
 def check_file(path: Path, formed: Json | None = None) -> Json:
-    """Its data where asv reads it and it is in asv's form (``formed``: its data, found so)."""
+    """Its data where asv reads it and it is in asv's form.
+
+    ``formed``: the file's JSON, already parsed and found in asv's form; neither is redone.
+    """
     try:
         if path.name == MACHINE:
             recorded.machine_named(path)
@@ -485,7 +489,9 @@ def _merge_one(
         if (reason := _refusal(path, parsed := recorded.raw(path), builds)) is not None:
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
-    if (incoming := _readable(lambda _: check_file(path, parsed), path, report, SKIPPED)) is None:
+    if (
+        incoming := _readable(functools.partial(check_file, formed=parsed), path, report, SKIPPED)
+    ) is None:
         return
     refused = []
     for (name, combo), columns in values(incoming).items() if path.name != MACHINE else ():
