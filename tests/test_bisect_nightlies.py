@@ -20,7 +20,8 @@ from tests.test_compare import BENCH, ROUNDS, _mpsbench, make_suite
 
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
-from mpsbench.regressions import fresh, nightlies
+from mpsbench.context import Suite
+from mpsbench.regressions import nightlies
 
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 NIGHTS = [f"2026-11-{day}" for day in range(10, 18)]
@@ -232,11 +233,8 @@ def test_the_budget_counts_for_the_whole_bisection_and_a_second_run_reuses_the_c
 
     def gaps(count: int) -> nightlies.Gaps:
         adding = nightlies.Options(count, (index,), "none", index)
-        files = fresh.Options("unused", tmp_path / "manifest.json", tmp_path / "timeline", 5, 20)
-        current = mf.load(tmp_path / "manifest.json")
-        return nightlies.Gaps(
-            adding, files, current, timeline.compute(current, tmp_path / "timeline")
-        )
+        suite = Suite(manifest_path=tmp_path / "manifest.json", timeline_path=tmp_path / "timeline")
+        return nightlies.Gaps(adding, suite)
 
     one = gaps(1)
     added = one.fill("nightly@2026-11-10", "nightly@2026-11-17")

@@ -32,6 +32,7 @@ from tools import verdict_simulation as simulation
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
+from mpsbench.context import Suite
 from mpsbench.core import asvconf
 from mpsbench.measure import devices
 from mpsbench.regressions import bisection, compare, fresh, rule, verdict
@@ -349,12 +350,10 @@ def test_a_session_that_cannot_start_leaves_no_scratch_folder(tmp_path, monkeypa
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     args = fresh.Options(
         BENCH,
-        tmp_path / "manifest.json",
-        tmp_path / "timeline",
+        Suite(suite / "asv.conf.json", tmp_path / "manifest.json", tmp_path / "timeline"),
         4,
         4,
         machine="m",
-        suite_root=suite,
     )
     with pytest.raises(OSError), fresh.Session(args, [fresh.Named("exam@n1", "0" * 40)]):
         pass

@@ -668,7 +668,8 @@ def test_explain_keep_stores_the_table_where_the_site_finds_it(tmp_path):
     side = explain.side("exam@a", [_process([("aten::add", "", 2, 400.0)], call_ms=1.0)])
     found = explain.Explained("Step.time_step()", side, side, [], [], commits=("1" * 40, "2" * 40))
     path = explain.keep(
-        found, explain.Options("x", tmp_path / "m.json", tmp_path / "t", suite_root=suite)
+        found,
+        explain.Options("x", Suite(suite / "asv.conf.json", tmp_path / "m.json", tmp_path / "t")),
     )
     assert path == suite / ".asv" / "explain" / explain.stored_name(
         "Step.time_step()", "1" * 40, "2" * 40

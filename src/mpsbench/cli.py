@@ -205,6 +205,8 @@ def filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
             files = {
                 f"{o}_path": getattr(args, o, None) for o in ("config", "manifest", "timeline")
             }
+            if hasattr(args, "suite_root"):  # the suite whose src/ the fresh processes import
+                files["config_path"] = (args.suite_root or asvconf.ROOT) / asvconf.CONFIG
             values[name] = Suite(**{field: path for field, path in files.items() if path})
         elif dataclasses.is_dataclass(kind):
             values[name] = filled(kind, args)  # type: ignore[arg-type]
@@ -846,15 +848,9 @@ step("alert", "exit 1 if a machine's newest build is slower", MACHINES, SUMMARY)
     *NIGHTLIES,
 )
 def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> None:
-    suite = nightly.prepare(fleet)
-    measuring = filled(
-        fresh.Options,
-        args,
-        manifest=suite.manifest_path,
-        timeline=suite.timeline_path,
-        machine=nightly.machine_name(args.machine),
-        suite_root=fleet.suite,
-    )
+    # the suite's own asv.conf.json: its folder holds the src/ the fresh processes import
+    suite = dataclasses.replace(nightly.prepare(fleet), config_path=fleet.suite / asvconf.CONFIG)
+    measuring = filled(fresh.Options, args, suite=suite, machine=nightly.machine_name(args.machine))
     filled(nightly.bisect, args, measuring=measuring)
 
 

@@ -81,19 +81,28 @@ make_builds() {  # idempotent: a second run on the same machine reuses them
 warm_env() {  # a checkout's asv environment, made by its own code's discovery (what a first command would do)
     local tree=$1 started=$(date +%s)
     (cd "$tree" && PYTHONPATH=$W/site:$tree/src:$tree timeout 200 python3 - "$BENCH" "$EXAM" <<'PY'
+import dataclasses
 import inspect
 import sys
 from pathlib import Path
 from mpsbench.regressions import fresh
 bench, exam = sys.argv[1], Path(sys.argv[2])
-args = fresh.Options(  # by keyword: the fields' order differs between trees
-    bench=bench, manifest=exam / "manifest.json", timeline=exam / "timeline", min_rounds=5, max_rounds=20
-)
-# name_builds takes the Options in newer trees, the manifest and timeline paths in older ones
-if "args" in inspect.signature(fresh.name_builds).parameters:
-    _, _, (good,) = fresh.name_builds(["loop@n1"], args)
+files = {"manifest": exam / "manifest.json", "timeline": exam / "timeline"}
+if "suite" in {field.name for field in dataclasses.fields(fresh.Options)}:
+    # newer trees: the Options carry the suite, name_builds returns the builds alone
+    from mpsbench.context import Suite
+    suite = Suite(manifest_path=files["manifest"], timeline_path=files["timeline"])
+    args = fresh.Options(bench=bench, suite=suite, min_rounds=5, max_rounds=20)
+    (good,) = fresh.name_builds(["loop@n1"], args)
 else:
-    _, _, (good,) = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
+    args = fresh.Options(  # by keyword: the fields' order differs between trees
+        bench=bench, **files, min_rounds=5, max_rounds=20
+    )
+    # name_builds takes the Options in newer trees, the manifest and timeline paths in older ones
+    if "args" in inspect.signature(fresh.name_builds).parameters:
+        _, _, (good,) = fresh.name_builds(["loop@n1"], args)
+    else:
+        _, _, (good,) = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
 with fresh.Session(args, [good]) as session:
     print(session.check_bench(good.commit))
 PY

@@ -8,7 +8,6 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mpsbench.builds import history
 from mpsbench.core import progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import compare, fresh, nightlies, verdict
@@ -176,10 +175,10 @@ def search(
 def bisect(
     good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options
 ) -> Found | Unresolved:
-    manifest, generated, (good, bad) = fresh.name_builds([good_ref, bad_ref], args, "GOOD and BAD")
-    line = fresh.lineage(manifest, bad.name)
+    good, bad = fresh.name_builds([good_ref, bad_ref], args, "GOOD and BAD")
+    line = fresh.lineage(args.suite.manifest, bad.name)
     if good.name not in line:
-        if bad.name in fresh.lineage(manifest, good.name):
+        if bad.name in fresh.lineage(args.suite.manifest, good.name):
             raise UserError(
                 f"{bad.name} comes before {good.name}: give GOOD (older) first, then BAD"
             )
@@ -188,8 +187,8 @@ def bisect(
             " builds"
         )
     between = line[line.index(good.name) + 1 :]  # up to and including BAD
-    named = {name: fresh.Named(name, generated.commits[name]) for name in between}
-    gaps = nightlies.Gaps(adding, args, manifest, generated)
+    named = {name: fresh.Named(name, args.suite.timeline.commits[name]) for name in between}
+    gaps = nightlies.Gaps(adding, args.suite)
     state = Search(between)
     with fresh.Session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)
@@ -207,16 +206,15 @@ def bisect(
         return unresolved
     first = between[state.high]
     before = between[state.low] if state.low >= 0 else good.name
-    old, new = gaps.manifest.find(before), gaps.manifest.find(first)  # with --nightlies' builds
+    manifest = gaps.suite.manifest  # with --nightlies' builds
+    old, new = manifest.find(before), manifest.find(first)
     if old.git_version == new.git_version:
         upstream = (
             f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
             f" themselves, not in PyTorch's history (torch {old.torch_version} -> {new.torch_version})"
         )
     else:
-        upstream = "PyTorch commits to read: " + history.upstream_range(
-            gaps.manifest, gaps.generated, before, first
-        )
+        upstream = "PyTorch commits to read: " + gaps.suite.upstream_range(before, first)
     return Found(first, named[first].commit, before, upstream)
 
 

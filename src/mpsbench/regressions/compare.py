@@ -229,7 +229,7 @@ def measured_as(args: fresh.Options) -> str:
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args, "A and B")
+    a, b = fresh.name_builds([a_ref, b_ref], args, "A and B")
     with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(

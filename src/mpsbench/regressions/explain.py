@@ -280,7 +280,7 @@ def _profile(
 
 def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     started = time.monotonic()
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options, "A and B")
+    a, b = fresh.name_builds([a_ref, b_ref], options, "A and B")
     with fresh.Session(options, [a, b]) as session:
         combination = session.check_bench(a.commit)
         log.info(
@@ -338,7 +338,7 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
 
 
 def keep(found: Explained, options: Options) -> Path:
-    path = stored(options.conf.results) / stored_name(found.combination, *found.commits)
+    path = stored(options.suite.conf.results) / stored_name(found.combination, *found.commits)
     path.parent.mkdir(parents=True, exist_ok=True)
     save(found, path, options.top)
     return path

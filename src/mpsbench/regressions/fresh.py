@@ -15,12 +15,12 @@ import tempfile
 import time
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
-from mpsbench.builds import history, machine, timeline
+from mpsbench.builds import machine, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.core import asv, asvconf, errors, files, progress, settings
+from mpsbench.context import Suite
+from mpsbench.core import asv, errors, files, progress, settings
 from mpsbench.measure import devices, preselect
 from mpsbench.regressions import rule, servers, verdict
 
@@ -39,9 +39,7 @@ class Named:
     commit: str
 
 
-def name_builds(
-    refs: list[str], args: Options, roles: str = ""
-) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
+def name_builds(refs: list[str], args: Options, roles: str = "") -> list[Named]:
     """Check the options (rounds, round process, benchmark, its device), then name the builds
     ``refs`` give, distinct where ``roles`` says; writes the timeline."""
     if args.min_rounds > args.max_rounds:
@@ -49,7 +47,7 @@ def name_builds(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
         )
     round_process(None, os.environ)  # refuses a bad MPSBENCH_ROUND_PROCESS
-    benchmarks = preselect.discover(args.conf.benchmarks)
+    benchmarks = preselect.discover(args.suite.conf.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
     one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
     # else every process would skip (no torch probe: it would hold a GPU context)
@@ -59,18 +57,17 @@ def name_builds(
             f"-b {args.bench!r} names {found[0]}, which cannot run here: {absent}; the devices"
             f" here: {', '.join(filter(devices.present, devices.NAMES))}"
         )
-    manifest = mf.load(args.manifest)
-    generated = timeline.generate(manifest, args.timeline)
+    generated = args.suite.generate(sync=False)
     named = []
     for ref in refs:
         try:
-            name = history.resolve_ref(manifest, generated, ref)[0]
+            name = args.suite.name(ref)
         except errors.UserError as exc:
             raise errors.UserError(f"unknown build {ref!r}: {exc}") from None
         named.append(Named(name, generated.commits[name]))
     if roles and named[0].name == named[-1].name:
         raise errors.UserError(f"{roles} are the same build ({named[0].name}): name two builds")
-    return manifest, generated, named
+    return named
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
@@ -105,19 +102,13 @@ def run_logged(
 @dataclass(frozen=True)
 class Options:
     bench: str
-    manifest: Path
-    timeline: Path
+    suite: Suite
     min_rounds: int = verdict.MIN_ROUNDS
     max_rounds: int = verdict.MAX_ROUNDS
     machine: str | None = None
     log: Path | None = None
     threads: int | None = None
-    suite_root: Path | None = None
     minutes: float = TIME_BUDGET_MINUTES
-
-    @cached_property
-    def conf(self) -> asvconf.AsvConf:
-        return asvconf.load((self.suite_root or asvconf.ROOT) / asvconf.CONFIG)
 
 
 class Session:
@@ -130,9 +121,10 @@ class Session:
     repeat: int | tuple[int, int, float]
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
-        self.root = args.suite_root or asvconf.ROOT
-        self.benchmarks, self.thresholds = args.conf.benchmarks, args.conf.thresholds
-        self.timeline, self.bench, self.log = args.timeline.resolve(), args.bench, args.log
+        conf = args.suite.conf
+        self.root, self.benchmarks, self.thresholds = conf.root, conf.benchmarks, conf.thresholds
+        self.timeline = args.suite.timeline_path.resolve()
+        self.bench, self.log = args.bench, args.log
         self.min_rounds, self.max_rounds = args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
@@ -147,7 +139,7 @@ class Session:
         self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")
         channels = sorted({build.name.partition("@")[0] for build in builds})
         try:
-            self.config = args.conf.derive(
+            self.config = conf.derive(
                 (self.root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results"
             )
         except BaseException:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from datetime import date
 
-from mpsbench.builds import history, resolve, timeline
+from mpsbench.builds import history, resolve
 from mpsbench.builds import manifest as mf
+from mpsbench.context import Suite
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import fresh
 
@@ -48,9 +50,7 @@ class Gaps:
     """Fills a bisection's last gap with nightlies while the budget lasts."""
 
     args: Options
-    files: fresh.Options
-    manifest: mf.Manifest
-    generated: timeline.Generated
+    suite: Suite  # made afresh once nightlies are added
 
     def __post_init__(self) -> None:
         self.left = self.wanted = self.args.nightlies or 0
@@ -63,7 +63,7 @@ class Gaps:
     def fill(self, good: str, bad: str) -> list[fresh.Named]:
         if not self.wanted:
             return []
-        low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))
+        low, high = day(self.suite.manifest.find(good)), day(self.suite.manifest.find(bad))
         inside = [night for night in self.dates if low < date.fromisoformat(night) < high]
         if not inside:
             print(
@@ -78,7 +78,7 @@ class Gaps:
             )
             return []
         channel = channel_name(good)
-        existing = self.manifest.channel(channel)
+        existing = self.suite.manifest.channel(channel)
         if existing is not None and existing.parent != good:
             raise UserError(
                 f"channel {channel} exists but forks from {existing.parent}, not {good}:"
@@ -99,8 +99,8 @@ class Gaps:
             )
             for night in picked:
                 history.add_nightly(
-                    self.files.manifest,
-                    self.files.timeline,
+                    self.suite.manifest_path,
+                    self.suite.timeline_path,
                     channel,
                     night,
                     indexes=self.indexes,
@@ -110,6 +110,5 @@ class Gaps:
                 )
             names = [f"{channel}@{night}" for night in picked]
         self.left = max(0, self.left - len(names))
-        self.manifest = mf.load(self.files.manifest)
-        self.generated = timeline.compute(self.manifest, self.files.timeline)
-        return [fresh.Named(name, self.generated.commits[name]) for name in names]
+        self.suite = dataclasses.replace(self.suite)
+        return [fresh.Named(name, self.suite.timeline.commits[name]) for name in names]
