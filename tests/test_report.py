@@ -18,6 +18,7 @@ from mpsbench import cli
 from mpsbench.builds.timeline import Reader
 from mpsbench.core import asvconf
 from mpsbench.core.document import Link
+from mpsbench.core.errors import UserError
 from mpsbench.regressions import rule
 from mpsbench.site import figures, regressions_page, report, throughput
 from mpsbench.site.throughput import Step
@@ -413,7 +414,7 @@ def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
     config = tmp_path / "asv.conf.json"
     config.write_text('{"regressions_thresholds": {".*": "five percent"}}')
     with pytest.raises(
-        asvconf.ConfigError,
+        UserError,
         match=r"regressions_thresholds\['\.\*'\] must be a fraction >= 0, "
         r"got 'five percent'",
     ):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from mpsbench import bench
-from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
+from mpsbench.builds import defaults, history, install_build, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, errors, progress, settings, text
@@ -764,7 +764,7 @@ def cmd_publish(config: Path | None, asv_args: Sequence[str]) -> None:
     if configured and not config:
         try:
             _ = suite.conf  # checked here, to name the setting
-        except asvconf.ConfigError as exc:
+        except UserError as exc:
             raise UserError(f"{settings.CONFIG}={configured!r}: {exc}") from None
     publish.publish(suite, asv_args)
 
@@ -880,7 +880,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # stdout piped into `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (UserError, OSError) as exc:
+    except (UserError, install_build.InstallError, OSError) as exc:
         shown = errors.os_error(exc) if isinstance(exc, OSError) else str(exc)
         shown = shown.replace("\r", "\\r").replace("\n", "\\n")
         prog = "mpsbench nightly" if args.command == "nightly" else "mpsbench"

@@ -24,10 +24,6 @@ from mpsbench.core.errors import UserError
 BENCHMARKS = "benchmarks.json"
 
 
-class AsvError(UserError):
-    """asv arguments or files mpsbench cannot use."""
-
-
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
     return f"{benchmark}({', '.join(params)})" if params else benchmark
 
@@ -41,7 +37,7 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
     try:
         compiled = [re.compile(pattern) for pattern in patterns]
     except re.error as exc:
-        raise AsvError(f"-b {exc.pattern!r} is not a regular expression: {exc}") from None
+        raise UserError(f"-b {exc.pattern!r} is not a regular expression: {exc}") from None
     return [name for name in names if any(pattern.search(name) for pattern in compiled)]
 
 
@@ -90,7 +86,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
             parsed = asv_internals.make_argparser()[0].parse_args(["run", *args])
     except SystemExit:
         reason = (said.getvalue().strip().splitlines() or ["?"])[-1]
-        raise AsvError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
+        raise UserError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
     position = max((i for i, arg in enumerate(args) if arg == parsed.range), default=None)
     rest: list[str] = []
     words = iter(enumerate(args))
@@ -152,7 +148,7 @@ def only(hashfile: Path) -> dict[str, str]:
 def publish(config: Path, options: Sequence[str]) -> None:
     command = [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
     if status := subprocess.run(command).returncode:
-        raise AsvError(
+        raise UserError(
             f"asv publish --config {config} exited with status {status} (its reason above)"
         )
 
@@ -163,7 +159,7 @@ def environment_python(config: Path) -> Path:
     found = [Path(conf.env_dir, env.dir_name, "bin", "python") for env in environments]
     made = [python for python in found if python.is_file()]
     if len(made) != 1:
-        raise AsvError(
+        raise UserError(
             f"{config}: expected the one asv environment an asv run made, found {len(made)} of"
             f" {len(found)} ({', '.join(str(python.parents[1]) for python in found)})"
         )

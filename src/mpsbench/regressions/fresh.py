@@ -182,7 +182,7 @@ class Session:
             for path in sorted(folder.rglob("*.py")):
                 digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
         kept = self.config.parent / f"benchmarks-{digest.hexdigest()[:16]}.json"
-        with contextlib.suppress(asv.AsvError):  # no environment yet
+        with contextlib.suppress(errors.UserError):  # no environment yet
             asv.environment_python(self.config)
             if kept.is_file():
                 return kept
