@@ -536,8 +536,8 @@ def cmd_record(suite: Suite, args: Namespace) -> int:
     machine.require(args.machine)
     run = asv.run_args(args.asv_args)
     record.check_meaning(run)
-    facts = bench.disk_facts(suite, run)
-    return record.status(record.record(suite.conf, args.machine, run, args.remeasure, facts))
+    steps = record.record(suite.conf, args.machine, run, suite.disk(run), args.remeasure)
+    return record.status(steps)
 
 
 @command(

@@ -68,6 +68,7 @@ class RunArgs:
     range: str | None  # None: each branch's newest
     rest: list[str]
     environment: str  # from -E TYPE:PYTHON, else "*"
+    python: tuple[int, int] | None  # its X.Y; None: asv's own Python
     dry_run: bool
     changes_values: str | None  # why its values would not be history
 
@@ -98,11 +99,13 @@ def run_args(args: Sequence[str]) -> RunArgs:
         ):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
+    python = re.fullmatch(r"(\d+)\.(\d+)", kinds[0][1]) if kinds else None
     return RunArgs(
         list(parsed.bench or []),
         parsed.range,
         rest,
         f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*",
+        (int(python[1]), int(python[2])) if python else None,
         bool(parsed.dry_run),
         _value_change(parsed),
     )
