@@ -91,10 +91,11 @@ args = fresh.Options(  # by keyword: the fields' order differs between trees
 )
 # name_builds takes the Options in newer trees, the manifest and timeline paths in older ones
 if "args" in inspect.signature(fresh.name_builds).parameters:
-    _, _, (good,) = fresh.name_builds(["loop@n1"], args)
+    named = fresh.name_builds(["loop@n1"], args)
 else:
-    _, _, (good,) = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
-with fresh.Session(args, [good]) as session:
+    named = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
+(good,), chosen = named[2], named[3:]  # newer trees also name the chosen combination
+with fresh.Session(args, [good], *chosen) as session:
     print(session.check_bench(good.commit))
 PY
     ) >> "$OUT/setup.log" 2>&1
