@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mpsbench.core import asvconf
+from mpsbench.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = asvconf.load(ROOT / "asv.conf.json")
@@ -56,7 +57,7 @@ def test_the_folders_resolve_from_the_configs_own_folder():
 )
 def test_a_field_mpsbench_cannot_use_is_one_line_naming_it_and_its_value(tmp_path, fields, said):
     (tmp_path / "asv.conf.json").write_text(json.dumps(fields))
-    with pytest.raises(asvconf.ConfigError, match=said):
+    with pytest.raises(UserError, match=said):
         asvconf.load(tmp_path / "asv.conf.json")
 
 
@@ -67,7 +68,7 @@ def test_a_field_mpsbench_cannot_use_is_one_line_naming_it_and_its_value(tmp_pat
 def test_a_missing_or_broken_config_is_one_line(tmp_path, text, said):
     if text is not None:
         (tmp_path / "asv.conf.json").write_text(text)
-    with pytest.raises(asvconf.ConfigError, match=said):
+    with pytest.raises(UserError, match=said):
         asvconf.load(tmp_path / "asv.conf.json")
 
 
@@ -94,7 +95,7 @@ def test_a_record_runs_scratch_config_of_a_config_without_repo_is_refused_in_one
     (tmp_path / "asv.conf.json").write_text('{"results_dir": "results"}')
     conf = asvconf.load(tmp_path / "asv.conf.json")
     with pytest.raises(
-        asvconf.ConfigError,
+        UserError,
         match=r"asv.conf.json: repo is missing: it must name the timeline asv walks",
     ):
         conf.scratch(tmp_path / "scratch")

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mpsbench import cli
+from mpsbench.builds import install_build, wheels
 from mpsbench.context import Suite
 from mpsbench.measure import models
 
@@ -87,6 +88,24 @@ def test_bad_input_is_one_line_on_stderr_with_status_2(capsys, argv, message):
     assert captured.out == ""
     assert re.match(f"mpsbench: error: {message}", captured.err)
     assert captured.err.count("\n") == 1
+
+
+def test_a_wheel_that_cannot_be_fetched_is_one_line_with_status_2(capsys, monkeypatch, tmp_path):
+    # install_build's InstallError is no UserError (that file imports no mpsbench): main prints it
+    url = "https://example.invalid/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    monkeypatch.setattr(wheels, "own_identity", wheels.parse_wheel_name)  # no network here
+
+    def refused(pin: dict[str, str]) -> Path:
+        raise install_build.InstallError(f"{pin['filename']}: cannot download {pin['url']}: 404")
+
+    monkeypatch.setattr(install_build, "fetch_wheel", refused)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"schema": 1, "channels": []}')
+    argv = ["build", "add-url", url, "--sha256", "0" * 64, "--manifest", str(manifest)]
+    assert cli.main([*argv, "--timeline", str(tmp_path / "timeline")]) == 2
+    said = f"{url.rsplit('/', 1)[1]}: cannot download {url}: 404"
+    assert capsys.readouterr().err == f"mpsbench: error: {said}\n"
+    assert manifest.read_text() == '{"schema": 1, "channels": []}'  # nothing added
 
 
 def test_machine_quiet_prints_only_the_name_asv_commands_take(capsys, monkeypatch, tmp_path):

@@ -34,7 +34,7 @@ from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
 from mpsbench.context import Suite
 from mpsbench.core import asvconf
-from mpsbench.measure import devices
+from mpsbench.measure import devices, preselect
 from mpsbench.regressions import bisection, compare, fresh, rule, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -355,7 +355,8 @@ def test_a_session_that_cannot_start_leaves_no_scratch_folder(tmp_path, monkeypa
         4,
         machine="m",
     )
-    with pytest.raises(OSError), fresh.Session(args, [fresh.Named("exam@n1", "0" * 40)]):
+    chosen = preselect.Row("bench_step.Step.time_work('work')", "bench_step.Step.time_work-0", None)
+    with pytest.raises(OSError), fresh.Session(args, [fresh.Named("exam@n1", "0" * 40)], chosen):
         pass
     assert not list(temp.iterdir())
 

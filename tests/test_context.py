@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mpsbench import bench, cli
-from mpsbench.builds import defaults
+from mpsbench.builds import defaults, disk
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf
@@ -217,9 +217,11 @@ def test_record_yields_each_step_newest_build_first_tier_first_and_closing_it_en
         return next(codes, 0)
 
     monkeypatch.setattr(asv, "supervise", supervise)
+    # every build installs here (this machine's pins and disk are tests/test_record_plan.py's)
+    monkeypatch.setattr(disk, "facts", lambda build, python: disk.Facts(0, "installed", True))
     older, newest = (suite.timeline.commits[f"release@{id_}"] for id_ in ("2.14.1", "2.15.0"))
     run = asv.run_args(["-b", FIRST_AND_OTHER, "release~2..release"])
-    finished = list(record.record(suite.conf, "box", run))
+    finished = list(record.record(suite.conf, "box", run, suite.disk(run)))
     assert [(f.step.commit, f.step.tier, f.build_done, f.status) for f in finished] == [
         (newest, "first tier", False, 0),
         (newest, "the rest", True, record.BENCHMARKS_FAILED),
@@ -228,7 +230,7 @@ def test_record_yields_each_step_newest_build_first_tier_first_and_closing_it_en
     assert not any(f.recorded for f in finished)  # asv stood in: nothing was measured
     assert record.status(finished) == record.BENCHMARKS_FAILED
 
-    steps = record.record(suite.conf, "box", run)
+    steps = record.record(suite.conf, "box", run, suite.disk(run))
     assert next(steps).step.tier == "first tier"
     results = suite.conf.results
     assert _locked(results.parent)  # the run holds the results folder's lock between its steps
@@ -296,7 +298,7 @@ def test_the_plan_says_when_the_machine_is_busy_as_it_starts(
         quiet, "read", lambda window=quiet.WINDOW, own=None: quiet.State(2, others, 0.0)
     )
     run = asv.run_args(["-b", FIRST_AND_OTHER, "release^!"])
-    list(record.record(suite.conf, "box", run))
+    list(record.record(suite.conf, "box", run, suite.disk(run)))
     said = capsys.readouterr()
     busy = "the machine is busy now (other processes used 1.6 of 2 cores"
     assert (busy in said.err + said.out) == (others > 1)

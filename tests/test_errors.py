@@ -2,7 +2,8 @@
 
 A user's mistake is :class:`mpsbench.core.errors.UserError`, printed alike by every command. A
 subclass earns its place only where a caller tells it apart (``except``, ``isinstance``,
-``contextlib.suppress``): one no caller names is UserError under another name, and goes.
+``contextlib.suppress``): one no caller names is UserError under another name, and goes. Each
+subclass of UserError is named, with its reason, in mpsbench.core.errors' docstring.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import ast
 import functools
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
 
 import mpsbench
+from mpsbench.core import errors
 from mpsbench.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,7 +125,17 @@ def test_the_scan_finds_what_a_caller_catches():
 def test_the_package_is_walked():
     # UserError's catchers and the classes with a stated reason are found: the walk is not empty
     names = {cls.__name__ for cls in CLASSES}
-    assert {"ManifestError", "RecordedError", "Stopped", "InstallError"} <= names
+    assert {"SiteAssetError", "RecordedError", "Stopped", "InstallError"} <= names
+
+
+@pytest.mark.parametrize(
+    "cls", [cls for cls in CLASSES if issubclass(cls, UserError)], ids=lambda cls: cls.__qualname__
+)
+def test_each_user_error_subclass_is_named_with_its_reason_in_the_errors_module(cls):
+    assert re.search(rf"\b{cls.__name__}\b", errors.__doc__ or ""), (
+        f"{cls.__module__}.{cls.__qualname__}: mpsbench.core.errors' docstring does not say why it"
+        " is not UserError itself"
+    )
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.__qualname__)

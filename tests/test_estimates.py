@@ -71,7 +71,7 @@ def _simulate(
     After each combination: (fraction done, estimated left / actually left)."""
     waited = [*waits, *[0.0] * 2 * sum(len(step.names) for step in steps)]
     results = tmp_path / "results"
-    watching = Watch(steps, watch.Costs(results, "box"), None)
+    watching = Watch(steps, watch.Costs(results, "box"), watch.Disk(tmp_path, {}))
     passes = [(step, step.names) for step in steps]
 
     def cost(names: tuple[str, ...]) -> float:
@@ -189,7 +189,7 @@ def test_before_any_history_an_unseen_class_leans_on_the_square_root_of_the_runs
         patch.setitem(watch.MEASURED_SECONDS, "cpu", table)
         planned = sum(map(watch.Costs(tmp_path / "results", "box").combination, names))
         seen = _simulate(tmp_path, steps, took, start_up=30.0, others=2.0)  # a load beside it
-        watching = Watch(steps, watch.Costs(tmp_path / "results", "none"), None)
+        watching = Watch(steps, watch.Costs(tmp_path / "results", "none"), watch.Disk(tmp_path, {}))
         ops = watch.cost_class(steps[1].names[0])
         assert watching.pace.ratio(ops) == 1.0  # nothing run: the table as it is
         for name in first[1:]:  # the first of a class pays its setup_cache: not learnt from
@@ -234,7 +234,7 @@ def test_the_retry_of_held_values_and_the_publish_are_work_left(tmp_path):
     watch.add(results, "box", [{"event": "publish", "seconds": 12.0}])
     names = ("x('cpu', 1)", "x('cpu', 2)", "x('cpu', 3)")
     step = Step("b", names, "every combination")
-    watching = Watch([step], watch.Costs(results, "box"), None)
+    watching = Watch([step], watch.Costs(results, "box"), watch.Disk(tmp_path, {}))
     assert "publishing the site after each step" in watching.plan()
     watching.begin(step)
     events = [{"event": "start", "name": names[0], "at": watching.began_at + 1}]
@@ -284,7 +284,7 @@ def test_an_estimate_is_the_combinations_wall_time_as_learnt_and_its_benchmarks_
 def test_the_wall_time_counts_what_a_combination_waited_for_and_the_start_up_is_learnt(tmp_path):
     results = tmp_path / "results"
     step = Step("b", ("x('cpu', 1)", "x('cpu', 2)"), "every combination")
-    watching = Watch([step], watch.Costs(results, "box"), None)
+    watching = Watch([step], watch.Costs(results, "box"), watch.Disk(tmp_path, {}))
     watching.begin(step)
     t = watching.began_at
     events = [
@@ -309,7 +309,7 @@ def test_a_skip_says_its_reason_once_and_the_next_run_counts_it_as_recorded(tmp_
     results = tmp_path / "results"
     names = ("a('cpu', 1)", "a('cpu', 2)", "a('cpu', 3)")
     step = Step("commit1", names, "every combination")
-    watching = Watch([step], watch.Costs(results, "box"), None)
+    watching = Watch([step], watch.Costs(results, "box"), watch.Disk(tmp_path, {}))
     watching.begin(step)
     events = [
         {
@@ -388,7 +388,7 @@ def test_a_replay_of_a_runs_costs_and_held_files_says_what_its_lines_said(tmp_pa
         Step("b", tuple(n for n in names if n not in first), "the rest"),
     ]
     rng = random.Random(3)
-    watching = Watch(steps, watch.Costs(results, "box"), None)
+    watching = Watch(steps, watch.Costs(results, "box"), watch.Disk(tmp_path, {}))
     said: list[float] = []
     held: dict[tuple[str, float], dict[str, object]] = {}  # with each value's before-reading
     number = 0
@@ -445,7 +445,7 @@ def test_a_setup_cache_is_counted_once_a_pass_from_the_table_or_this_machines_ru
     key = ("cpu", "benchmark_models.InferenceCapacity")
     fresh = watch.Costs(tmp_path / "none", "box")
     step = Step("b", names, "every combination")
-    watching = Watch([step], fresh, None)
+    watching = Watch([step], fresh, watch.Disk(tmp_path, {}))
     table = watch.MEASURED_SECONDS["cpu"]["benchmark_models.InferenceCapacity"]
     start = fresh.install(True) + fresh.publish()
     assert watching._steps([step], set()).__next__()[2] == pytest.approx(
@@ -494,7 +494,7 @@ def test_a_class_leans_on_classes_as_long_and_a_setup_cache_on_its_benchmark_fil
 def test_a_start_up_and_a_publish_are_this_runs_own_once_it_has_one(tmp_path):
     names = ("x('cpu', 1)", "x('cpu', 2)")
     steps = [Step("b", names[:1], "first tier"), Step("b", names[1:], "the rest")]
-    watching = Watch(steps, watch.Costs(tmp_path / "results", "box"), None)
+    watching = Watch(steps, watch.Costs(tmp_path / "results", "box"), watch.Disk(tmp_path, {}))
     assert watching._start_up(True) == watch.STEP_START_SECONDS  # nothing run: the table
     assert watching._publish() == watch.PUBLISH_SECONDS
     watching.begin(steps[0])
@@ -511,7 +511,7 @@ def test_while_the_quiet_gate_waits_before_the_first_combination_the_minute_line
     tmp_path, capsys, monkeypatch
 ):
     step = Step("b", ("x('cpu', 1)",), "every combination")
-    watching = Watch([step], watch.Costs(tmp_path / "results", "box"), None)
+    watching = Watch([step], watch.Costs(tmp_path / "results", "box"), watch.Disk(tmp_path, {}))
     watching.begin(step)
     now = [time.monotonic()]
     monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])

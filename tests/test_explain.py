@@ -29,6 +29,7 @@ from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
 from mpsbench.context import Suite
 from mpsbench.regressions import alerts, explain, profile_step, rule
+from mpsbench.results import recorded
 from mpsbench.site import regressions_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -618,13 +619,17 @@ def test_the_site_links_a_kept_regression_to_the_table_bisect_kept(tmp_path):
     kept = explain.stored(results) / explain.stored_name(name, old, new)
     kept.parent.mkdir()
     kept.write_text("explain ...: aten::addmm\n")
-    judged = regressions_page.judge_site(html, results, {}, timeline.Reader(None))
+    judged = regressions_page.judge_site(
+        html, results, recorded.load(results), {}, timeline.Reader(None)
+    )
     assert [j["explain"] for j in judged] == [
         f"explain/{kept.name}",
         "",
     ]  # asv's word alone: both kept
     assert (html / "explain" / kept.name).read_text() == "explain ...: aten::addmm\n"
-    found = {r.new_commit: r.explain for r in regressions_page.latest(html, timeline.Reader(None))}
+    found = {
+        r["new"]: r.get("explain", "") for r in regressions_page.latest(html, timeline.Reader(None))
+    }
     assert found == {new: f"explain/{kept.name}", other: ""}
 
 

@@ -49,6 +49,7 @@ from mpsbench import cli
 from mpsbench.builds import history, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, models, preselect
 from mpsbench.results import merge, record
 
@@ -941,7 +942,7 @@ def _matches(pattern: str) -> int:
     """How many combinations -b ``pattern`` selects (-1: no regex), as compare and record count them."""
     try:
         return len(asv.matching(_combinations(), [pattern]))
-    except asv.AsvError:
+    except UserError:
         return -1
 
 

@@ -18,6 +18,7 @@ from mpsbench import cli
 from mpsbench.builds import defaults, install_build, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import files
+from mpsbench.core.errors import UserError
 
 SHA = "a" * 64
 SHIPPED = Path(__file__).resolve().parents[1] / "builds" / "manifest.json"
@@ -50,7 +51,7 @@ def test_round_trip_through_json_is_lossless():
 def test_a_build_older_than_the_channel_tip_is_refused():
     manifest = mf.append(mf.Manifest(), "nightly", build("2026-11-20", "2026-11-20T00:00:00Z"))
     with pytest.raises(
-        mf.ManifestError,
+        UserError,
         match=r"older than 2026-11-20 \(2026-11-20T00:00:00Z\), the build before it; add it on a bisection channel",
     ):
         mf.append(manifest, "nightly", build("2026-11-10", "2026-11-10T00:00:00Z"))
@@ -58,17 +59,17 @@ def test_a_build_older_than_the_channel_tip_is_refused():
 
 def test_a_repeated_build_id_is_refused():
     manifest = mf.append(mf.Manifest(), "release", build("2.14.1", "2026-09-30T00:00:00Z"))
-    with pytest.raises(mf.ManifestError, match=r"already has a build '2\.14\.1'"):
+    with pytest.raises(UserError, match=r"already has a build '2\.14\.1'"):
         mf.append(manifest, "release", build("2.14.1", "2026-10-30T00:00:00Z"))
 
 
 def test_a_fork_needs_an_existing_parent_and_starts_after_it():
     manifest = mf.append(mf.Manifest(), "nightly", build("2026-11-01", "2026-11-01T00:00:00Z"))
-    with pytest.raises(mf.ManifestError, match="no build 'nightly-x@1'"):
+    with pytest.raises(UserError, match="no build 'nightly-x@1'"):
         mf.append(
             manifest, "bisect", build("2026-11-02", "2026-11-02T00:00:00Z"), parent="nightly-x@1"
         )
-    with pytest.raises(mf.ManifestError, match=r"older than 2026-11-01 \(2026-11-01T00:00:00Z\)"):
+    with pytest.raises(UserError, match=r"older than 2026-11-01 \(2026-11-01T00:00:00Z\)"):
         mf.append(
             manifest,
             "bisect",
@@ -86,13 +87,13 @@ def test_a_build_made_in_code_is_checked_as_a_file_would_be():
         "2.14.1", "yesterday"
     )  # e.g. add-existing --date yesterday: one line, not a ValueError
     with pytest.raises(
-        mf.ManifestError, match=r"build release@2\.14\.1: date = 'yesterday': expected a UTC date"
+        UserError, match=r"build release@2\.14\.1: date = 'yesterday': expected a UTC date"
     ):
         mf.append(mf.Manifest(), "release", bad)
     tip = mf.append(mf.Manifest(), "release", build("2.14.0", "2026-09-01T00:00:00Z"))
-    with pytest.raises(mf.ManifestError, match=r"date = 'yesterday'"):
+    with pytest.raises(UserError, match=r"date = 'yesterday'"):
         mf.append(tip, "release", bad)  # compared with the tip's date only once it is a date
-    with pytest.raises(mf.ManifestError, match=r"channel name 12: expected lower-case"):
+    with pytest.raises(UserError, match=r"channel name 12: expected lower-case"):
         mf.append(mf.Manifest(), 12, build("2.14.1", "2026-09-30T00:00:00Z"))  # type: ignore[arg-type]
 
 
@@ -290,7 +291,7 @@ def test_save_is_atomic_and_validates_first(tmp_path):
     mf.save(good, path)
     before = path.read_bytes()
     bad = mf.Manifest((mf.Channel("release", (build("2.14.1", "2026-09-30T00:00:00Z"),) * 2),))
-    with pytest.raises(mf.ManifestError):
+    with pytest.raises(UserError):
         mf.save(bad, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
@@ -311,7 +312,7 @@ def test_a_full_disk_while_saving_is_one_line_and_leaves_the_manifest_as_it_was(
         files.os, "replace", full
     )  # the manifest is written as every file is: core.files.write
     with pytest.raises(
-        mf.ManifestError,
+        UserError,
         match=rf"cannot write the manifest {path}: No space left on device; nothing",
     ):
         mf.save(mf.append(mf.load(path), "release", build("2.15.0", "2026-10-30T00:00:00Z")), path)

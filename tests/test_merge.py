@@ -10,6 +10,7 @@ import pytest
 from tests import asvresults
 
 from mpsbench import cli
+from mpsbench.core.errors import UserError
 from mpsbench.results import merge
 from mpsbench.site import throughput
 
@@ -154,7 +155,7 @@ def test_a_benchmark_version_that_differs_is_a_clear_error_and_nothing_is_writte
     disagree = (
         f"version 1 in {a / 'benchmarks.json'} but 2 in {b / 'benchmarks.json'}: those machines ran"
     )
-    with pytest.raises(merge.MergeError, match=disagree):
+    with pytest.raises(UserError, match=disagree):
         merge.merge(fleet, [a, b], update_benchmarks=True)
     # a newer suite, all sources agreeing, replaces the fleet's definitions, each named
     found = merge.merge(fleet, [b], update_benchmarks=True)

@@ -168,6 +168,9 @@ def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights, night):
     assert "machine fleet-a: benchmarking 1 build: nightly@2026-11-20" in bench.stdout
     # --device cpu: asv is given the cpu combination only, and starts no process for the mps one
     assert "the run: 1 build, newest first, 1 combinations;" in bench.stdout
+    # the plan sizes the build, as bench's and results record's do
+    assert "  1. nightly@2026-11-20 (torch 2.15.0.dev20261120); disk: " in bench.stdout
+    assert "  downloads: " in bench.stdout
     assert "'mps'" not in bench.stdout
     # asv's own lines go to their log beside the results, the terminal has one line per combination
     assert "benchmark_models.Training.time_step" in (work / "results-asv.log").read_text()

@@ -409,7 +409,7 @@ def test_the_retry_pass_says_each_value_it_measures_again(tmp_path, capsys):
 
     events = tmp_path / asv_saving.EVENTS
     step = watch.Step("b", ("a(1)", "b(2)", "c(3)"), "every combination")
-    again = watch.Watch([step], watch.Costs(tmp_path / "results", "box"), None)
+    again = watch.Watch([step], watch.Costs(tmp_path / "results", "box"), watch.Disk(tmp_path, {}))
     again.begin(step)
     again.hold(["a(1)", "b(2)"])
     held = again.remaining()

@@ -16,8 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from mpsbench import bench, cli
+from mpsbench import cli
 from mpsbench.builds import disk, install_build
+from mpsbench.context import Suite
 from mpsbench.core import asv, asv_saving
 from mpsbench.results import record, watch
 from mpsbench.results.watch import Step, Watch
@@ -146,15 +147,15 @@ def _build(
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux wheels")
 def test_a_builds_disk_need_says_where_its_figure_comes_from(tmp_path, monkeypatch):
     monkeypatch.setenv("MPSBENCH_CACHE", str(tmp_path))
-    measured = disk.need(_build(tmp_path, "2.4.1", stored=False))
+    measured = disk.facts(_build(tmp_path, "2.4.1", stored=False))
     assert not measured.installed and "measured for 2.4.1" in measured.how
-    assert measured.bytes == pytest.approx(
+    assert measured.need == pytest.approx(
         5.2 * disk.GB * (1 + 1 / disk.INSTALLED_PER_WHEEL_BYTE), rel=1e-6
     )
-    unknown = disk.need(_build(tmp_path, "9.9.9", stored=False))
-    assert "largest measured" in unknown.how and unknown.bytes > measured.bytes
-    stored = disk.need(_build(tmp_path, "2.15.0", stored=True))
-    assert "stored wheels" in stored.how and stored.bytes == int(
+    unknown = disk.facts(_build(tmp_path, "9.9.9", stored=False))
+    assert "largest measured" in unknown.how and unknown.need > measured.need
+    stored = disk.facts(_build(tmp_path, "2.15.0", stored=True))
+    assert "stored wheels" in stored.how and stored.need == int(
         2000 * disk.INSTALLED_PER_WHEEL_BYTE
     )
     build = _build(tmp_path / "elsewhere", "2.0.1", stored=False)
@@ -163,7 +164,7 @@ def test_a_builds_disk_need_says_where_its_figure_comes_from(tmp_path, monkeypat
     )
     (tmp_path / "builds" / key.hexdigest()[:20]).mkdir(parents=True)
     (tmp_path / "builds" / key.hexdigest()[:20] / ".complete").write_text("{}")
-    assert disk.need(build) == disk.Need(0, "installed in the cache already", True)
+    assert disk.facts(build) == disk.Facts(0, "installed in the cache already", True)
 
 
 def _installed(cache: Path, pins: list[dict]) -> None:
@@ -181,22 +182,28 @@ def test_a_builds_disk_need_is_for_the_python_of_the_environment_asv_installs_it
         (3, 10) if sys.version_info[:2] != (3, 10) else (3, 12)
     )  # not the Python that runs mpsbench
     version = f"{other[0]}.{other[1]}"
-    python = bench.environment_python
     run = asv.run_args(("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt"))  # bench.plan's
-    assert python(run) == other
-    assert python(asv.run_args((f"--python={version}", "ALL"))) == other
+    assert run.python == other
+    assert asv.run_args((f"--python={version}", "ALL")).python == other
     # asv makes its environments of its own Python: this one
-    assert python(asv.run_args(("release^!",))) is None
+    assert asv.run_args(("release^!",)).python is None
     build = _build(tmp_path, "2.15.0", stored=True, python=other)  # pinned for that Python only
-    reader = SimpleNamespace(build=lambda commit: build)
-    stored = bench.build_facts(reader, "commit", other)
+    monkeypatch.setattr(record, "builds", lambda conf, run: ["commit"])
+    monkeypatch.setattr(Suite, "reader", SimpleNamespace(build=lambda commit: build))
+    suite = Suite(config_path=Path(__file__).resolve().parents[1] / "asv.conf.json")
+    stored = suite.disk(run).builds["commit"]
     assert "stored wheels" in stored.how and stored.need == int(
         2000 * disk.INSTALLED_PER_WHEEL_BYTE
     )
     assert (stored.installed, stored.download) == (False, 0)  # its wheels are here: no download
     _installed(tmp_path, build["pins"]["linux-x86_64-cpu"])
-    assert bench.build_facts(reader, "commit", other) == watch.Build(
-        "release@2.15.0 (torch 2.15.0)", 0, "installed in the cache already", True
+    assert suite.disk(run) == watch.Disk(
+        tmp_path,
+        {
+            "commit": watch.Build(
+                "release@2.15.0 (torch 2.15.0)", 0, "installed in the cache already", True
+            )
+        },
     )
 
 
@@ -308,8 +315,6 @@ def test_the_plan_says_why_a_build_needs_no_disk_and_skips_one_it_cannot_install
     assert "installed already" not in plan.replace("in the cache already", "")
     assert watching.begin(steps[0]) and not watching.begin(steps[1])
     assert f"this machine cannot install it: {why}" in capsys.readouterr().err
-    unknown = Watch(steps, watch.Costs(tmp_path, "box"), None).plan()
-    assert "disk:" not in unknown  # nothing is known of the builds' installs: nothing is said
 
 
 def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_does(
@@ -324,12 +329,15 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
     monkeypatch.setattr(
         record,
         "record",
-        lambda conf, machine, run, remeasure, disk=None: iter(handed.append(disk) or ()),
+        lambda conf, machine, run, disk, remeasure: iter(handed.append(disk) or ()),
     )
     monkeypatch.setattr(record, "builds", lambda conf, run: ["c0ffee00c0ffee00"])
-    measured = disk.Need(int(8 * disk.GB), "measured for 2.0.1 on linux", False)
-    monkeypatch.setattr(disk, "need", lambda build, python=None: pythons.append(python) or measured)
-    monkeypatch.setattr(disk, "download", lambda build, python=None: (int(disk.GB), ("a.org",)))
+    measured = disk.Facts(
+        int(8 * disk.GB), "measured for 2.0.1 on linux", False, int(disk.GB), ("a.org",)
+    )
+    monkeypatch.setattr(
+        disk, "facts", lambda build, python=None: pythons.append(python) or measured
+    )
     config = Path(__file__).resolve().parents[1] / "asv.conf.json"
     assert (
         cli.main(
@@ -351,7 +359,7 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
     assert handed == [
         watch.Disk(
             install_build.cache_root(),
-            {"c0ffee00c0ffee00": watch.Build("c0ffee00", *measured[:3], int(disk.GB), ("a.org",))},
+            {"c0ffee00c0ffee00": watch.Build("c0ffee00", *measured)},
         )
     ]
     assert pythons == [(3, 10)]  # the Python of the environments asv installs the build into

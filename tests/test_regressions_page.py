@@ -103,7 +103,11 @@ def site(tmp_path_factory):
     asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
     conf = asvconf.load(tmp / "asv.conf.json")
     regressions_page.judge_site(
-        tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo)
+        tmp / "html",
+        conf.results,
+        recorded.load(conf.results),
+        conf.thresholds,
+        timeline.Reader(conf.repo),
     )
     pytorch_links.rewrite(tmp / "html", timeline.Reader(conf.repo))
     return tmp, asv_own, list(rekey.values())
@@ -237,7 +241,11 @@ def two_machines(tmp_path_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     conf = asvconf.load(tmp / "asv.conf.json")
     regressions_page.judge_site(
-        tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo)
+        tmp / "html",
+        conf.results,
+        recorded.load(conf.results),
+        conf.thresholds,
+        timeline.Reader(conf.repo),
     )
     return tmp / "html", commits
 
@@ -294,13 +302,13 @@ def test_the_judged_jump_and_the_latest_regression_link_one_graph_at_both_builds
         for j in json.loads((html / regressions_page.JUDGED).read_text())
     }
     found = {
-        (r.benchmark, r.machine): r
+        (r["benchmark"], r["machine"]): r
         for r in regressions_page.latest(html, timeline.Reader(html.parent / "timeline"))
     }
     for key in ((TRAINING, "machine-a"), (INFERENCE, "machine-a")):
-        assert found[key].old_commit == judged[key]["old"] == commits["2.1"]
-        assert found[key].graph == judged[key]["graph"]
-        assert f"commits={commits['2.1']}-{commits['2.3']}" in found[key].graph
+        assert found[key]["old"] == judged[key]["old"] == commits["2.1"]
+        assert found[key]["graph"] == judged[key]["graph"]
+        assert f"commits={commits['2.1']}-{commits['2.3']}" in found[key]["graph"]
 
 
 BUILDS = "1" * 40, "2" * 40  # the two builds of a hand-written regressions.json
@@ -328,30 +336,32 @@ def _asv_jumps(html: Path, name: str, jumps: dict[str, tuple[float, float]]) -> 
 
 def test_the_latest_regressions_name_each_machines_own_kind(tmp_path):
     name = "benchmark_patterns.Correctness.track_relative_error('cpu', 'linear_bias', 'float32')"
-    new = BUILDS[1]
-    _asv_jumps(tmp_path, name, {machine: (0.001, 0.5) for machine in "ab"})
+    jump = dict(benchmark=name, old=BUILDS[0], new=BUILDS[1], revision=2, before=0.001, after=0.5)
     (tmp_path / regressions_page.JUDGED).write_text(
         json.dumps(
             [  # machine-b's jump kept on asv's word alone
-                {
-                    "benchmark": name,
-                    "machine": "a",
-                    "new": new,
-                    "verdict": "wrong result",
-                    "regressed": True,
-                },
-                {
-                    "benchmark": name,
-                    "machine": "b",
-                    "new": new,
-                    "verdict": "slower",
-                    "regressed": True,
-                },
+                {**jump, "machine": "a", "verdict": "wrong result", "regressed": True},
+                {**jump, "machine": "b", "verdict": "slower", "regressed": True},
+                {**jump, "machine": "c", "verdict": "below floor", "regressed": False},
             ]
         )
     )
     found = regressions_page.latest(tmp_path, timeline.Reader(None))
-    assert {r.machine: r.kind for r in found} == {"a": "wrong result", "b": "slower"}
+    assert {r["machine"]: r["verdict"] for r in found} == {"a": "wrong result", "b": "slower"}
+
+
+def test_a_judged_file_without_revisions_still_lists_its_regressions_after_the_newer_ones(tmp_path):
+    """An older JUDGED carries no revisions: its jumps come last, by ratio, until a publish."""
+    jump = dict(benchmark="b", machine="a", old=BUILDS[0], new=BUILDS[1], before=1.0)
+    judged = [
+        {**jump, "after": 2.0, "verdict": "slower", "regressed": True},
+        {**jump, "after": 3.0, "verdict": "slower", "regressed": True},
+        {**jump, "after": 1.5, "revision": 2, "verdict": "slower", "regressed": True},
+        {**jump, "after": 9.0, "revision": 2, "verdict": "noisy", "regressed": False},
+    ]
+    (tmp_path / regressions_page.JUDGED).write_text(json.dumps(judged))
+    found = regressions_page.latest(tmp_path, timeline.Reader(None))
+    assert [r["after"] for r in found] == [1.5, 3.0, 2.0]
 
 
 def test_a_jump_from_zero_reads_unchanged_when_it_stays_and_infinite_when_it_grows(tmp_path):
@@ -359,7 +369,8 @@ def test_a_jump_from_zero_reads_unchanged_when_it_stays_and_infinite_when_it_gro
     jumps = {"stays": (0.0, 0.0), "grows": (0.0, 0.5), "doubles": (0.25, 0.5)}
     _asv_jumps(tmp_path, "benchmark_patterns.LeakPatterns.track_growth('cpu', 'maxpool2d')", jumps)
     found = regressions_page.latest(tmp_path, timeline.Reader(None))
-    assert {r.machine: r.ratio for r in found} == {"stays": 1.0, "grows": math.inf, "doubles": 2.0}
+    ratios = {r["machine"]: rule.change_ratio(r["before"], r["after"]) for r in found}
+    assert ratios == {"stays": 1.0, "grows": math.inf, "doubles": 2.0}
 
 
 def test_upstream_url_is_a_compare_range_a_commit_or_nothing():

@@ -18,7 +18,9 @@ from mpsbench import cli
 from mpsbench.builds.timeline import Reader
 from mpsbench.core import asvconf
 from mpsbench.core.document import Link
+from mpsbench.core.errors import UserError
 from mpsbench.regressions import rule
+from mpsbench.results import recorded
 from mpsbench.site import figures, regressions_page, report, throughput
 from mpsbench.site.throughput import Step
 
@@ -129,7 +131,7 @@ def test_newest_finds_benchmarks_json_names_in_loaded_and_in_each_pythons_result
     assert len(newest[step]) == 8  # 6 rows on m1max, 2 on rtx3080
     assert newest[step][("m1max", "mps", "mlp", 1024)] == 0.10  # its newest build's
     points = throughput.by_release(
-        tmp / "results",
+        recorded.load_each_python(tmp / "results"),
         Reader(tmp / "timeline"),
         lambda results, machine, _: [(machine, "", "", len(results.newest({step})[step]))],
     )
@@ -284,11 +286,13 @@ def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(
     tmp, commits = suite
     found = regressions_page.latest(published, Reader(asvconf.load(tmp / "asv.conf.json").repo))
     mps = [
-        r for r in found if r.benchmark == "benchmark_models.Training.time_step('mps', 'mlp', 1024)"
+        r
+        for r in found
+        if r["benchmark"] == "benchmark_models.Training.time_step('mps', 'mlp', 1024)"
     ]
     assert len(mps) == 1, found
-    assert mps[0].ratio == pytest.approx(1.25)
-    assert (mps[0].old_commit, mps[0].new_commit) == (commits[1], commits[2])
+    assert rule.change_ratio(mps[0]["before"], mps[0]["after"]) == pytest.approx(1.25)
+    assert (mps[0]["old"], mps[0]["new"]) == (commits[1], commits[2])
 
 
 def test_a_lone_bar_or_group_keeps_the_width_it_has_among_several(tmp_path):
@@ -413,7 +417,7 @@ def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
     config = tmp_path / "asv.conf.json"
     config.write_text('{"regressions_thresholds": {".*": "five percent"}}')
     with pytest.raises(
-        asvconf.ConfigError,
+        UserError,
         match=r"regressions_thresholds\['\.\*'\] must be a fraction >= 0, "
         r"got 'five percent'",
     ):
@@ -460,7 +464,7 @@ def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_rel
             )
         )
     asvresults.write_benchmarks(results_dir, benchmarks)
-    points = throughput.speedup_by_release(results_dir, Reader(repo))
+    points = throughput.speedup_by_release(recorded.load_each_python(results_dir), Reader(repo))
     assert [
         (p.python, p.torch_version, round(p.ratio, 6))
         for p in sorted(points, key=lambda p: (p.python, p.date_ms))

@@ -12,6 +12,7 @@ from tests import fakes
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, wheels
+from mpsbench.core.errors import UserError
 
 GIT_A, GIT_B = "a1" * 20, "b2" * 20
 TORCH_EXTRA = ("Provides-Extra: torch",)
@@ -206,15 +207,15 @@ def test_a_nightly_by_date_resolves_its_version_and_identity(index):
     ],
 )
 def test_bad_versions_and_dates_are_refused_with_the_choices(index, call, message):
-    with pytest.raises(resolve.ResolveError, match=message):
+    with pytest.raises(UserError, match=message):
         call(str(index))
 
 
 def test_a_wheel_file_with_the_wrong_checksum_or_missing_is_refused(index, tmp_path):
     wheel = index.parent / "files" / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
-    with pytest.raises(resolve.ResolveError, match="does not match the given " + "0" * 64):
+    with pytest.raises(UserError, match="does not match the given " + "0" * 64):
         resolve.wheel_file(wheel, sha256="0" * 64, index=str(index))
-    with pytest.raises(resolve.ResolveError, match="does not exist"):
+    with pytest.raises(UserError, match="does not exist"):
         resolve.wheel_file(tmp_path / "nope.whl", index=str(index))
     build = resolve.wheel_file(wheel, index=str(index), build_id="mine-1")
     torch_pin = next(pin for pin in build.pins["linux-x86_64-cuda"] if pin.name == "torch")
@@ -247,13 +248,11 @@ def test_an_index_or_wheel_url_over_plain_http_is_refused_before_anything_is_rea
         lambda: resolve.wheel_file(tmp_path / "x.whl", index="http://example.invalid/simple"),
     ):
         with pytest.raises(
-            wheels.WheelError,
+            UserError,
             match=r"index 'http://example\.invalid/.*': use https://, file:// or a folder",
         ):
             call()
-    with pytest.raises(
-        resolve.ResolveError, match=r"is not an https:// or file:// URL \(http is refused"
-    ):
+    with pytest.raises(UserError, match=r"is not an https:// or file:// URL \(http is refused"):
         resolve.wheel_url(
             f"http://example.invalid/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl#sha256={'0' * 64}"
         )

@@ -28,7 +28,6 @@ ASV_RESULTS_NAMES = ("iter_results", "get_result_hash_from_prefix", "get_filenam
 # Each json.load/json.loads outside recorded.py, by module and function: what it reads.
 OTHER_JSON = {
     ("results/merge.py", "read_lines"): "the side files (<results>-held.jsonl, -costs.jsonl)",
-    ("regressions/fresh.py", "Session.check_bench"): "asv's discovered benchmarks of one build",
     ("regressions/explain.py", "_profile"): "the profiling process's answer file",
     ("regressions/servers.py", "place"): "the placing process's answer line",
     ("regressions/servers.py", "Server._reply"): "a benchmark server's reply line",

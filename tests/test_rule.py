@@ -12,6 +12,7 @@ from asv.plugins.regressions import _GraphDataFilter
 from asv_runner.statistics import compute_stats
 
 from mpsbench.core import asvconf
+from mpsbench.core.errors import UserError
 from mpsbench.regressions import rule
 from mpsbench.results.recorded import Measured
 
@@ -54,14 +55,14 @@ def test_the_fractions_come_from_asv_conf_json_and_a_bad_one_is_refused(tmp_path
     assert rule.threshold(asvconf.load(config).thresholds, "xyz") == 0.3
     config.write_text(json.dumps({"regressions_thresholds": {".*": 0.05, "x.*": "wide"}}))
     with pytest.raises(
-        asvconf.ConfigError,
+        UserError,
         match=r"regressions_thresholds\['x\.\*'\] must be a fraction >= 0, got 'wide'",
     ):
         asvconf.load(config)  # checked where it is read
     config.write_text(
         '{"regressions_thresholds": {".*": NaN}}'
     )  # JSON5 as asv reads it: NaN would judge nothing slower
-    with pytest.raises(asvconf.ConfigError, match=r"must be a fraction >= 0, got nan"):
+    with pytest.raises(UserError, match=r"must be a fraction >= 0, got nan"):
         asvconf.load(config)  # checked where it is read
 
 

@@ -27,6 +27,7 @@ from mpsbench.context import Suite
 from mpsbench.core import asvconf
 from mpsbench.measure import correctness, energy, tolerances
 from mpsbench.regressions import alerts, rule
+from mpsbench.results import recorded
 from mpsbench.results.recorded import Measured
 from mpsbench.site import regressions_page, report
 
@@ -162,7 +163,11 @@ def run(tmp_path_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     suite = Suite(tmp / "asv.conf.json", tmp / "manifest.json", tmp / "timeline")
     regressions_page.judge_site(
-        suite.conf.html, suite.conf.results, suite.conf.thresholds, suite.reader
+        suite.conf.html,
+        suite.conf.results,
+        recorded.load(suite.conf.results),
+        suite.conf.thresholds,
+        suite.reader,
     )
     return tmp, suite, readings
 

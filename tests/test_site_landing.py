@@ -156,7 +156,7 @@ def test_the_summary_goes_first_on_the_grid_page_once_and_index_json_lists_the_m
 ):
     site = _site(tmp_path)
     for _ in range(2):
-        landing.write(site, results, Reader(None), "mpsbench/summary.html")
+        landing.write(site, tp.load(results), Reader(None), "mpsbench/summary.html")
     text = (site / "index.html").read_text()
     assert text.count(f'id="{landing.MARK}"') == 1
     grid = text.index('<div id="summarygrid-display"')

@@ -27,6 +27,7 @@ from packaging import tags, utils
 
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve
+from mpsbench.core.errors import UserError
 
 
 def _fits(filename: str, python: str) -> bool:
@@ -106,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ref, platform, python, pins, old = running[future]
             try:
                 problems = future.result()
-            except resolve.ResolveError as exc:
+            except UserError as exc:
                 problems = [f"pip could not resolve it: {exc}"]
             rows.append(
                 {

@@ -93,7 +93,7 @@ def replay(
         if history is not None:
             machine = str(json.loads(history.read_text().splitlines()[0])["machine"])
             watch.trail(results).write_text(history.read_text())
-        watching = watch.Watch(steps, watch.Costs(results, machine), None)
+        watching = watch.Watch(steps, watch.Costs(results, machine), watch.Disk(results, {}))
         plan = sum(estimate for _, _, estimate in watching._steps(steps, set()))
         marks: list[tuple[int, float, float]] = []  # done, estimate, at
         step_index, count, end = 0, 0, clock.now

@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.filled(fresh.Options, parsed)
     modes = [servers.FORK, servers.SPAWN] if parsed.mode == "both" else [parsed.mode]
     try:
-        (build,) = fresh.name_builds([parsed.build], args)
-        with fresh.Session(args, [build]) as session:
+        (build,), chosen = fresh.name_builds([parsed.build], args)
+        with fresh.Session(args, [build], chosen) as session:
             combination = session.check_bench(build.commit)
             python = asv.environment_python(session.config)
             reader_build = timeline.Reader(session.timeline).build(build.commit)

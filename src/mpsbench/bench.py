@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mpsbench.builds import defaults, disk, install_build, machine, timeline
+from mpsbench.builds import defaults, machine, timeline
 from mpsbench.context import Suite
 from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
-from mpsbench.results import merge, record, watch
+from mpsbench.results import merge, record
 from mpsbench.site import publish
 
 log = progress.logger(__name__)
@@ -53,32 +52,6 @@ def plan(suite: Suite) -> list[asv.RunArgs]:
         hashes = asv.write_hashfile(folder / f"default-py{python}.txt", commits)
         runs.append(asv.run_args(["-E", f"virtualenv:{python}", hashes]))
     return runs
-
-
-def environment_python(run: asv.RunArgs) -> tuple[int, int] | None:
-    """The CPython of an asv run's environments; None: asv's own."""
-    found = re.fullmatch(r".*-py(\d+)\.(\d+)", run.environment)
-    return (int(found[1]), int(found[2])) if found else None
-
-
-def build_facts(
-    reader: timeline.Reader, commit: str, python: tuple[int, int] | None
-) -> watch.Build:
-    build = reader.build(commit)
-    need = disk.need(build, python)
-    size, hosts = disk.download(build, python)
-    name = (
-        f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})"
-        if build
-        else commit[:8]
-    )
-    return watch.Build(name, need.bytes, need.how, need.installed, size, hosts, need.refused)
-
-
-def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
-    python, reader = environment_python(run), suite.reader
-    builds = {c: build_facts(reader, c, python) for c in record.builds(suite.conf, run)}
-    return watch.Disk(install_build.cache_root(), builds)
 
 
 def _state(suite: Suite) -> str:
@@ -120,7 +93,7 @@ def bench(suite: Suite, asv_args: Sequence[str] = (), remeasure: bool = False) -
     status, published = 0, False
     for run in given or plan(suite):
         launched = run.before("--launch-method", suite.conf.launch_method())
-        steps = record.record(suite.conf, name, launched, remeasure, disk_facts(suite, run), chosen)
+        steps = record.record(suite.conf, name, launched, suite.disk(run), remeasure, chosen)
         with contextlib.closing(steps):  # on any exit: held values said, lock released
             for done in steps:
                 status = done.status or status

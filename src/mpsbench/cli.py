@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from mpsbench import bench
-from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
+from mpsbench.builds import defaults, history, install_build, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, errors, progress, settings, text
@@ -538,8 +538,8 @@ def cmd_record(suite: Suite, args: Namespace) -> int:
     machine.require(args.machine)
     run = asv.run_args(args.asv_args)
     record.check_meaning(run)
-    facts = bench.disk_facts(suite, run)
-    return record.status(record.record(suite.conf, args.machine, run, args.remeasure, facts))
+    steps = record.record(suite.conf, args.machine, run, suite.disk(run), args.remeasure)
+    return record.status(steps)
 
 
 @command(
@@ -766,7 +766,7 @@ def cmd_publish(config: Path | None, asv_args: Sequence[str]) -> None:
     if configured and not config:
         try:
             _ = suite.conf  # checked here, to name the setting
-        except asvconf.ConfigError as exc:
+        except UserError as exc:
             raise UserError(f"{settings.CONFIG}={configured!r}: {exc}") from None
     publish.publish(suite, asv_args)
 
@@ -876,7 +876,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # stdout piped into `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (UserError, OSError) as exc:
+    except (UserError, install_build.InstallError, OSError) as exc:
         shown = errors.os_error(exc) if isinstance(exc, OSError) else str(exc)
         shown = shown.replace("\r", "\\r").replace("\n", "\\n")
         prog = "mpsbench nightly" if args.command == "nightly" else "mpsbench"

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from mpsbench.builds import history
+from mpsbench.builds import disk as dk
+from mpsbench.builds import history, install_build
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import timeline as tl
-from mpsbench.core import asvconf
+from mpsbench.core import asv, asvconf
+from mpsbench.results import record, watch
 
 
 @dataclass
@@ -50,3 +52,16 @@ class Suite:
     @property
     def reader(self) -> tl.Reader:
         return tl.Reader(self.conf.repo)
+
+    def disk(self, run: asv.RunArgs) -> watch.Disk:
+        """The run's builds, newest first, each with what installing it costs here."""
+        reader, builds = self.reader, {}
+        for commit in record.builds(self.conf, run):
+            build = reader.build(commit)
+            name = (
+                f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})"
+                if build
+                else commit[:8]
+            )
+            builds[commit] = watch.Build(name, *dk.facts(build, run.python))
+        return watch.Disk(install_build.cache_root(), builds)

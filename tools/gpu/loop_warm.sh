@@ -89,21 +89,23 @@ from mpsbench.regressions import fresh
 bench, exam = sys.argv[1], Path(sys.argv[2])
 files = {"manifest": exam / "manifest.json", "timeline": exam / "timeline"}
 if "suite" in {field.name for field in dataclasses.fields(fresh.Options)}:
-    # newer trees: the Options carry the suite, name_builds returns the builds alone
+    # newer trees: the Options carry the suite; name_builds names the builds and the chosen combination
     from mpsbench.context import Suite
     suite = Suite(manifest_path=files["manifest"], timeline_path=files["timeline"])
     args = fresh.Options(bench=bench, suite=suite, min_rounds=5, max_rounds=20)
-    (good,) = fresh.name_builds(["loop@n1"], args)
+    (good,), chosen = fresh.name_builds(["loop@n1"], args)
+    given = [chosen]
 else:
     args = fresh.Options(  # by keyword: the fields' order differs between trees
         bench=bench, **files, min_rounds=5, max_rounds=20
     )
     # name_builds takes the Options in newer trees, the manifest and timeline paths in older ones
     if "args" in inspect.signature(fresh.name_builds).parameters:
-        _, _, (good,) = fresh.name_builds(["loop@n1"], args)
+        named = fresh.name_builds(["loop@n1"], args)
     else:
-        _, _, (good,) = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
-with fresh.Session(args, [good]) as session:
+        named = fresh.name_builds(["loop@n1"], args.manifest, args.timeline)
+    (good,), given = named[2], named[3:]  # some trees also name the chosen combination
+with fresh.Session(args, [good], *given) as session:
     print(session.check_bench(good.commit))
 PY
     ) >> "$OUT/setup.log" 2>&1

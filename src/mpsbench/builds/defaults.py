@@ -10,6 +10,7 @@ from packaging.version import Version
 
 from mpsbench.builds import install_build, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
+from mpsbench.core.errors import UserError
 
 CURRENT = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own: always found
 
@@ -28,7 +29,7 @@ def python_tag(python: str) -> str:
 def rule_for(manifest: mf.Manifest, candidates: list[str]) -> tuple[str, mf.Default]:
     if found := [platform for platform in candidates if platform in manifest.defaults]:
         return found[0], manifest.defaults[found[0]]
-    raise mf.ManifestError(
+    raise UserError(
         f"no default timeline for {', '.join(candidates) or 'this platform'}; the manifest has one"
         f" for: {', '.join(sorted(manifest.defaults)) or 'none'}"
     )

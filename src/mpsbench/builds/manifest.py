@@ -17,7 +17,8 @@ from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
 from mpsbench.builds.install_build import allowed_url, plain_wheel_name
 from mpsbench.builds.wheels import PLATFORMS
-from mpsbench.core import errors, files
+from mpsbench.core import files
+from mpsbench.core.errors import UserError
 
 SCHEMA = 1
 KINDS = ("release", "nightly", "wheel-file", "wheel-url", "existing")
@@ -26,10 +27,6 @@ _DATE = "%Y-%m-%dT%H:%M:%SZ"
 MAX_NAME = 100  # ref file, ".lock" and results folder names fit 255 bytes
 EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # git dates are seconds since 1970
 FUTURE = timedelta(days=1)  # clock and time-zone slack
-
-
-class ManifestError(errors.UserError):
-    """A refused manifest or change."""
 
 
 def _passes(test: Callable[[Any], object], value: Any) -> bool:
@@ -174,12 +171,10 @@ class Manifest:
         if build_id is not None:
             check_name("build id", build_id)
             if existing and any(old.id == build_id for old in existing.builds):
-                raise ManifestError(f"channel {name} already has a build {build_id!r}")
+                raise UserError(f"channel {name} already has a build {build_id!r}")
         if parent is not None:
             if existing and parent != existing.parent:
-                raise ManifestError(
-                    f"channel {name} exists already; only a new channel takes --parent"
-                )
+                raise UserError(f"channel {name} exists already; only a new channel takes --parent")
             self.find(parent)
 
     def find(self, ref: str) -> Build:
@@ -187,11 +182,11 @@ class Manifest:
         channel = self.channel(name)
         if channel is None or not build_id:
             names = ", ".join(c.name for c in self.channels) or "none"
-            raise ManifestError(f"no build {ref!r}: name one as CHANNEL@ID; channels: {names}")
+            raise UserError(f"no build {ref!r}: name one as CHANNEL@ID; channels: {names}")
         if found := [build for build in channel.builds if build.id == build_id]:
             return found[0]
         ids = ", ".join(build.id for build in channel.builds)
-        raise ManifestError(f"no build {build_id!r} on channel {name}; it has: {ids}")
+        raise UserError(f"no build {build_id!r} on channel {name}; it has: {ids}")
 
 
 def format_date(moment: datetime) -> str:
@@ -206,7 +201,7 @@ def refuse_future(date: str, what: str) -> None:
     """Refuse a ``date`` over a day ahead: as a tip it would refuse every real build."""
     latest = datetime.now(timezone.utc) + FUTURE
     if parse_date(date) > latest:
-        raise ManifestError(
+        raise UserError(
             f"{what} {date} is in the future; a build is dated at most a day ahead"
             f" (until {format_date(latest)})"
         )
@@ -257,11 +252,11 @@ def _check_rules(manifest: Manifest) -> None:
     tags: set[str] = set()
     for channel in manifest.channels:
         if channel.name in seen:
-            raise ManifestError(f"channel {channel.name} is there twice")
+            raise UserError(f"channel {channel.name} is there twice")
         previous = None
         if channel.parent is not None:
             if channel.parent.partition("@")[0] not in seen:
-                raise ManifestError(
+                raise UserError(
                     f"channel {channel.name} forks from {channel.parent!r}, which no earlier"
                     " channel holds"
                 )
@@ -271,15 +266,15 @@ def _check_rules(manifest: Manifest) -> None:
         for build in channel.builds:
             _check_build(channel.name, build)
             if build.id in ids:
-                raise ManifestError(f"channel {channel.name} has build {build.id!r} twice")
+                raise UserError(f"channel {channel.name} has build {build.id!r} twice")
             if previous is not None and build.when() < previous.when():
-                raise ManifestError(
+                raise UserError(
                     f"build {channel.name}@{build.id} dated {build.date} is older than"
                     f" {previous.id} ({previous.date}), the build before it; add it on a"
                     " bisection channel forked from an earlier build (--parent)"
                 )
             if build.tag is not None and build.tag in tags:
-                raise ManifestError(f"tag {build.tag!r} is used twice")
+                raise UserError(f"tag {build.tag!r} is used twice")
             ids.add(build.id)
             tags.add(build.tag or "")
             previous = build
@@ -287,12 +282,12 @@ def _check_rules(manifest: Manifest) -> None:
         where = f"the default timeline of {platform}"
         unknown = [name for name in rule.channels if name not in seen]
         if not rule.channels or unknown:
-            raise ManifestError(
+            raise UserError(
                 f"{where} names channels {unknown or '[]'}; the manifest has:"
                 f" {', '.join(sorted(seen))}"
             )
         if stray := [name for name in rule.newest_of if name not in rule.channels]:
-            raise ManifestError(
+            raise UserError(
                 f"{where}: newest_of names {stray[0]!r}, not one of its channels"
                 f" ({', '.join(rule.channels)})"
             )
@@ -302,31 +297,31 @@ def _check_build(channel: str, build: Build) -> None:
     where = f"build {channel}@{build.id}"
     if build.kind == "existing":
         if not build.site_packages or build.pins:
-            raise ManifestError(
+            raise UserError(
                 f"{where}: an existing build names its site-packages folder and pins no wheels"
             )
         return
     if not build.pins:
-        raise ManifestError(f"{where}: pins no wheels for any platform")
+        raise UserError(f"{where}: pins no wheels for any platform")
     if build.kind == "release" and not _passes(Version, build.torch_version):
-        raise ManifestError(
+        raise UserError(
             f"{where}: torch_version = {build.torch_version!r}: a release needs a PEP 440 version"
         )
     for platform, pins in build.pins.items():
         for pin in pins:
             name, version, _, _ = parse_wheel_filename(pin.filename)
             if (name, version) != (canonicalize_name(pin.name), Version(pin.version)):
-                raise ManifestError(
+                raise UserError(
                     f"{where}: {pin.filename} is not {pin.name} {pin.version}, as its pin says"
                 )
         sets = build.sets(platform)
         if "" in sets and len(sets) > 1:
-            raise ManifestError(f"{where}: {platform} mixes per-Python sets with a set of none")
+            raise UserError(f"{where}: {platform} mixes per-Python sets with a set of none")
         for python, pins in sets.items():
             names = [pin.name for pin in pins]
             twice = sorted({name for name in names if names.count(name) > 1}) if python else []
             if "torch" not in names or twice:  # a set by tags: one per Python
-                raise ManifestError(
+                raise UserError(
                     f"{where}: the {platform} set {python or '(by tags)'} needs one torch wheel and"
                     f" one wheel per package{'; twice: ' + ', '.join(twice) if twice else ''}"
                 )
@@ -335,20 +330,20 @@ def _check_build(channel: str, build: Build) -> None:
 def from_json(data: Any, source: str = "manifest") -> Manifest:
     """A manifest from its JSON form, checked whole."""
     if not isinstance(data, dict):
-        raise ManifestError(
+        raise UserError(
             f'{source}: a manifest is a JSON object with "schema": {SCHEMA} and "channels",'
             f" not {type(data).__name__}"
         )
     body = dict(data)
     if type(schema := body.pop("schema", None)) is not int or schema != SCHEMA:
-        raise ManifestError(f"{source}: schema = {schema!r}: expected {SCHEMA}")
+        raise UserError(f"{source}: schema = {schema!r}: expected {SCHEMA}")
     try:
         manifest: Manifest = _adapter(Manifest).validate_python(body)
         _check_rules(manifest)
     except ValidationError as exc:
-        raise ManifestError(f"{source}: {_problem(exc, body)}") from None
-    except ManifestError as exc:
-        raise ManifestError(f"{source}: {exc}") from None
+        raise UserError(f"{source}: {_problem(exc, body)}") from None
+    except UserError as exc:
+        raise UserError(f"{source}: {exc}") from None
     return manifest
 
 
@@ -378,14 +373,14 @@ def load(path: Path, missing_ok: bool = False) -> Manifest:
     except FileNotFoundError:
         if missing_ok:
             return Manifest()
-        raise ManifestError(
+        raise UserError(
             f"no manifest {path} (the project's is builds/manifest.json); to start a new one, write"
             f' {{"schema": {SCHEMA}, "channels": []}} to it'
         ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path} is not valid JSON: {exc}") from None
+        raise UserError(f"{path} is not valid JSON: {exc}") from None
     except OSError as exc:
-        raise ManifestError(f"cannot read the manifest {path}: {exc.strerror}") from None
+        raise UserError(f"cannot read the manifest {path}: {exc.strerror}") from None
     return from_json(data, str(path))
 
 
@@ -396,14 +391,14 @@ def save(manifest: Manifest, path: Path) -> None:
         with files.lock(path):
             files.write(path, dumps(to_json(manifest)))
     except OSError as exc:
-        raise ManifestError(
+        raise UserError(
             f"cannot write the manifest {exc.filename or path}: {exc.strerror}; nothing was changed"
         ) from None
 
 
 def check_name(what: str, value: str) -> None:
     if not ref_safe(value):
-        raise ManifestError(f"{what} {_shown(value)}: expected {NAME_RULE}")
+        raise UserError(f"{what} {_shown(value)}: expected {NAME_RULE}")
 
 
 def append(manifest: Manifest, name: str, build: Build, parent: str | None = None) -> Manifest:

@@ -21,7 +21,7 @@ from packaging.version import Version
 
 from mpsbench.builds import install_build, wheels
 from mpsbench.builds import manifest as mf
-from mpsbench.core import errors
+from mpsbench.core.errors import UserError
 
 PYPI = "https://pypi.org/simple"
 NIGHTLY_INDEXES = (
@@ -48,10 +48,6 @@ _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_D
 NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # or per platform
-
-
-class ResolveError(errors.UserError):
-    """A build that cannot be resolved."""
 
 
 def torchvision_series(torch_version: str) -> str:
@@ -87,7 +83,7 @@ def pip_set(
 ) -> list[mf.Pin]:
     """The wheels pip picks for ``wanted``, without downloading them."""
     if not re.fullmatch(r"cp3\d+", python):
-        raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
+        raise UserError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in _PIP_KEPT}
     env["PIP_CONFIG_FILE"] = os.devnull  # no local mirrors in the pins
     with tempfile.TemporaryDirectory(prefix="mpsbench-resolve-") as scratch:
@@ -105,16 +101,14 @@ def pip_set(
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ResolveError(
-                f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}"
-            )
+            raise UserError(f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}")
         installs = [item["download_info"] for item in json.loads(report.read_text())["install"]]
     pins = []
     for info in installs:
         archive = info.get("archive_info", {})
         digest = archive.get("hashes", {}).get("sha256")
         if not (digest := digest or archive.get("hash", "").partition("sha256=")[2]):
-            raise ResolveError(
+            raise UserError(
                 f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead"
             )
         wheel = wheels.parse_wheel_name(info["url"])
@@ -185,17 +179,17 @@ def release(
 ) -> mf.Build:
     """A torch release with pip's choice of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
-        raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
+        raise UserError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_wheels(index, "torch")
     combos = _combos([w for w in all_torch if w.public_version == version], pythons)
     if not combos:
         if any(w.public_version == version for w in all_torch):
-            raise ResolveError(
+            raise UserError(
                 f"torch {version} on {index} has no wheel for {pythons} on a tracked platform"
             )
         known = {w.public_version for w in all_torch if not Version(w.version).is_prerelease}
         recent = ", ".join(sorted(known, key=Version)[-8:])
-        raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
+        raise UserError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
     with_vision = _combos(
         [w for w in wheels.project_wheels(index, "torchvision") if w.version.startswith(series)],
@@ -223,7 +217,7 @@ def check_nightly_date(date: str) -> None:
     try:
         datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
-        raise ResolveError(f"nightly date {date!r} is not YYYY-MM-DD") from None
+        raise UserError(f"nightly date {date!r} is not YYYY-MM-DD") from None
 
 
 def nightly(
@@ -254,24 +248,24 @@ def nightly(
             d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - day).days) <= 7
         ]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
-        raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
+        raise UserError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
     return _build(pins, id=date, kind="nightly")
 
 
 def _file_pin(path: Path, sha256: str | None = None) -> tuple[mf.Pin, Path]:
     if not path.is_file():
-        raise ResolveError(f"wheel file {path} does not exist")
+        raise UserError(f"wheel file {path} does not exist")
     wheel = wheels.own_identity(str(path))
     actual = install_build.sha256_of(path)
     if sha256 and sha256.lower() != actual:
-        raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
+        raise UserError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
     return mf.Pin(wheel.name, wheel.version, wheel.filename, path.resolve().as_uri(), actual), path
 
 
 def _torch_platform(wheel: wheels.WheelName) -> str:
     platform = wheels.platform_key(wheel)
     if wheel.name != "torch" or platform is None:
-        raise ResolveError(
+        raise UserError(
             f"{wheel.filename} is not a torch wheel for a tracked platform"
             f" ({', '.join(wheels.PLATFORMS)})"
         )
@@ -291,7 +285,7 @@ def _own_build(
     platform = _torch_platform(wheel)
     identity = wheels.torch_identity(str(torch_file))
     if canonicalize_version(identity.version) != canonicalize_version(wheel.version):
-        raise ResolveError(
+        raise UserError(
             f"{wheel.filename}: its metadata says torch {wheel.version} but its"
             f" torch/version.py {identity.version}"
         )
@@ -339,13 +333,13 @@ def wheel_url(
     """Fetched once into the wheel store."""
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
-        raise ResolveError(
+        raise UserError(
             f"{url!r} is not an https:// or file:// URL (http is refused: it could change the"
             " wheel on the way); for a wheel file use add-wheel"
         )
     digest = sha256 or fragment.removeprefix("sha256=")
     if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
-        raise ResolveError(
+        raise UserError(
             "a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...;"
             f" got {digest!r}"
         )
@@ -355,15 +349,8 @@ def wheel_url(
         own = _file_pin(install_build.local_path(url), digest)
     else:
         pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
-        own = (pin, _fetch(pin))  # kept in the store even if refused later
+        own = (pin, install_build.fetch_wheel(vars(pin)))  # kept in the store even if refused later
     return _own_build([own], "wheel-url", transformers, index, build_id, note)
-
-
-def _fetch(pin: mf.Pin) -> Path:
-    try:
-        return install_build.fetch_wheel(vars(pin))
-    except install_build.InstallError as exc:
-        raise ResolveError(str(exc)) from None
 
 
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
@@ -386,7 +373,7 @@ def keep(originals: list[mf.Pin]) -> list[Path]:
     stored = [install_build.stored_wheel(vars(pin)) for pin in originals]
     fresh = [path for path in stored if not path.is_file()]
     for pin in originals:
-        _fetch(pin)
+        install_build.fetch_wheel(vars(pin))
     return fresh
 
 
@@ -400,7 +387,7 @@ def existing(
     folder = site_packages.resolve()
     version_py = folder / "torch" / "version.py"
     if not version_py.is_file():
-        raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
+        raise UserError(f"{site_packages} holds no installed torch (no torch/version.py)")
     version, git_version = wheels.version_py(version_py.read_text(), str(folder))
     when = datetime.fromtimestamp(version_py.stat().st_mtime, tz=timezone.utc)
     return mf.Build(

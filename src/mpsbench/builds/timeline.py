@@ -195,7 +195,7 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
     """Why the range in ``asv run``'s arguments names no timeline build."""
     try:
         arg = asv.run_args(asv_run_args).range
-    except asv.AsvError:
+    except UserError:
         return None
     return range_refusal(repo, arg)
 
@@ -206,7 +206,7 @@ def range_refusal(repo: Path, arg: str | None) -> str | None:
         if arg is not None:
             ranges.builds(repo, list(_refs(repo)), arg)
         return None
-    except ranges.RangeError as exc:
+    except UserError as exc:
         return str(exc)
 
 

@@ -19,17 +19,13 @@ import packaging.utils
 import packaging.version
 
 from mpsbench.builds import install_build
-from mpsbench.core import errors
+from mpsbench.core.errors import UserError
 
 # PyPI's Linux torch is the CUDA build; a cpu-only one is "+cpu"
 PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
 
 
 open_url = install_build.open_url
-
-
-class WheelError(errors.UserError):
-    """A wheel or index that cannot be used."""
 
 
 def _dotted(parts: Iterable[str]) -> str:
@@ -61,7 +57,7 @@ def parse_wheel_name(filename: str) -> WheelName:
     try:
         name, version, _build, tags = packaging.utils.parse_wheel_filename(base)
     except (packaging.utils.InvalidWheelFilename, packaging.version.InvalidVersion):
-        raise WheelError(
+        raise UserError(
             f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)"
         ) from None
     return WheelName(base, name.replace("-", "_"), str(version), tags)
@@ -93,7 +89,7 @@ def index_uri(index: str) -> str:
     if "://" not in index:
         return Path(index).resolve().as_uri()
     if not index.startswith(("https://", "file://")):
-        raise WheelError(
+        raise UserError(
             f"index {index!r}: use https://, file:// or a folder (plain http could change the"
             " wheels on the way)"
         )
@@ -106,13 +102,13 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
         with open_url(page_url + ("index.html" if page_url[:7] == "file://" else "")) as response:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
-        raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
+        raise UserError(f"cannot read the index page {page_url}: {exc}") from None
     links = _Links()  # a parser, not a regex: any quoting an index serves
     links.feed(text)
     found = []
     for url in (href.partition("#")[0] for href in links.hrefs):
         if url.endswith(".whl"):
-            with contextlib.suppress(WheelError):
+            with contextlib.suppress(UserError):
                 found.append(parse_wheel_name(url))
     return found
 
@@ -166,13 +162,13 @@ def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]
                 if re.fullmatch(pattern, info.filename)
             }
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
+        raise UserError(f"cannot read {location} as a wheel: {exc}") from None
 
 
 def torch_identity(location: str) -> TorchIdentity:
     found = _read(location, r"torch/version\.py")
     if not found:
-        raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?")
+        raise UserError(f"{location} holds no torch/version.py: is it a torch wheel?")
     text, info = found["torch/version.py"]
     return TorchIdentity(
         *version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc)
@@ -184,7 +180,7 @@ def own_identity(location: str) -> WheelName:
     named = parse_wheel_name(location)
     found = _read(location, r"[^/]+\.dist-info/(METADATA|WHEEL)")
     if len(folders := {name.split("/", 1)[0] for name in found}) != 1 or len(found) != 2:
-        raise WheelError(
+        raise UserError(
             f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
             " a wheel has one"
         )
@@ -199,14 +195,14 @@ def own_identity(location: str) -> WheelName:
             for tag in packaging.tags.parse_tag(line)
         )
     except ValueError:
-        raise WheelError(
+        raise UserError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
     name = packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_")
     own = WheelName(named.filename, name, str(version), tags)
     if own != named:
         said = [f"{w.name} {w.version} for {w.python} on {w.platform}" for w in (named, own)]
-        raise WheelError(
+        raise UserError(
             f"{named.filename}: its file name says {said[0]}, its own metadata {said[1]};"
             " refusing a renamed wheel (nothing was changed)"
         )
@@ -217,5 +213,5 @@ def version_py(text: str, where: str) -> tuple[str, str]:
     version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
     git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
     if not version or not git:
-        raise WheelError(f"{where}: torch/version.py has no __version__ or git_version")
+        raise UserError(f"{where}: torch/version.py has no __version__ or git_version")
     return version.group(1), git.group(1)

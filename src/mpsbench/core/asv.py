@@ -24,10 +24,6 @@ from mpsbench.core.errors import UserError
 BENCHMARKS = "benchmarks.json"
 
 
-class AsvError(UserError):
-    """asv arguments or files mpsbench cannot use."""
-
-
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
     return f"{benchmark}({', '.join(params)})" if params else benchmark
 
@@ -41,7 +37,7 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
     try:
         compiled = [re.compile(pattern) for pattern in patterns]
     except re.error as exc:
-        raise AsvError(f"-b {exc.pattern!r} is not a regular expression: {exc}") from None
+        raise UserError(f"-b {exc.pattern!r} is not a regular expression: {exc}") from None
     return [name for name in names if any(pattern.search(name) for pattern in compiled)]
 
 
@@ -72,6 +68,7 @@ class RunArgs:
     range: str | None  # None: each branch's newest
     rest: list[str]
     environment: str  # from -E TYPE:PYTHON, else "*"
+    python: tuple[int, int] | None  # its X.Y; None: asv's own Python
     dry_run: bool
     changes_values: str | None  # why its values would not be history
 
@@ -90,7 +87,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
             parsed = asv_internals.make_argparser()[0].parse_args(["run", *args])
     except SystemExit:
         reason = (said.getvalue().strip().splitlines() or ["?"])[-1]
-        raise AsvError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
+        raise UserError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
     position = max((i for i, arg in enumerate(args) if arg == parsed.range), default=None)
     rest: list[str] = []
     words = iter(enumerate(args))
@@ -102,11 +99,13 @@ def run_args(args: Sequence[str]) -> RunArgs:
         ):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
+    python = re.fullmatch(r"(\d+)\.(\d+)", kinds[0][1]) if kinds else None
     return RunArgs(
         list(parsed.bench or []),
         parsed.range,
         rest,
         f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*",
+        (int(python[1]), int(python[2])) if python else None,
         bool(parsed.dry_run),
         _value_change(parsed),
     )
@@ -152,7 +151,7 @@ def only(hashfile: Path) -> dict[str, str]:
 def publish(config: Path, options: Sequence[str]) -> None:
     command = [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
     if status := subprocess.run(command).returncode:
-        raise AsvError(
+        raise UserError(
             f"asv publish --config {config} exited with status {status} (its reason above)"
         )
 
@@ -163,7 +162,7 @@ def environment_python(config: Path) -> Path:
     found = [Path(conf.env_dir, env.dir_name, "bin", "python") for env in environments]
     made = [python for python in found if python.is_file()]
     if len(made) != 1:
-        raise AsvError(
+        raise UserError(
             f"{config}: expected the one asv environment an asv run made, found {len(made)} of"
             f" {len(found)} ({', '.join(str(python.parents[1]) for python in found)})"
         )

@@ -9,7 +9,6 @@ ASV = "0.6.6"
 ASV_RUNNER = "0.3.2"
 
 _SAME_NAME = {
-    "asv.benchmarks": ("Benchmarks",),
     "asv.commands": ("make_argparser",),
     "asv.config": ("Config",),
     "asv.environment": ("get_environments", "ExistingEnvironment"),

@@ -26,10 +26,6 @@ FOLDERS = {  # asv's defaults
 }
 
 
-class ConfigError(UserError):
-    """A bad asv.conf.json."""
-
-
 @dataclass(frozen=True)
 class AsvConf:
     """Folders resolve from its own."""
@@ -93,7 +89,7 @@ class AsvConf:
     def scratch(self, workdir: Path) -> Path:
         """This config in ``workdir``, its results there."""
         if "repo" not in self.raw:  # asv would get the word None
-            raise ConfigError(
+            raise UserError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks"
                 " (e.g. .asv/timeline)"
             )
@@ -126,7 +122,7 @@ class AsvConf:
             count=1,
         )
         if count != 1:
-            raise ConfigError(
+            raise UserError(
                 f"{self.path}: branches must be a list to follow the channels"
                 f" {', '.join(channels)}; got {self.raw.get('branches')!r}"
             )
@@ -139,13 +135,13 @@ def load(path: Path = CONFIG) -> AsvConf:
     try:
         raw = asv_internals.load_json(str(path), js_comments=True)
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+        raise UserError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path} must hold a JSON object")
+        raise UserError(f"{path} must hold a JSON object")
     if problem := next(_problems(raw), None):
-        raise ConfigError(f"{path}: {problem}")
+        raise UserError(f"{path}: {problem}")
     return AsvConf(path.resolve(), raw)
 
 

@@ -1,4 +1,10 @@
-"""A user's mistake: one line and exit status 2."""
+"""A user's mistake: one line and exit status 2.
+
+UserError is the one class of them, but where a caller tells one apart: RecordedError (a results
+file asv cannot read: skipped or reported), SiteAssetError and Unreachable (a CDN refuses: the
+site keeps its links). install_build's InstallError is none, as that file imports no mpsbench;
+the command line prints it as one.
+"""
 
 from __future__ import annotations
 

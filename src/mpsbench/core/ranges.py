@@ -13,10 +13,6 @@ REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # meaningless to a record run's s
 HASHFILE = "HASHFILE:"
 
 
-class RangeError(UserError):
-    """A range naming no timeline build."""
-
-
 def _choices(timeline: Path) -> str:
     names = git.text(
         timeline, "for-each-ref", "--format=%(refname:short)", "refs/heads/", "refs/tags/"
@@ -41,7 +37,7 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
         root = "; a channel's first build has no '^': name the channel for all its builds"
     else:
         root = ""
-    raise RangeError(
+    raise UserError(
         f"{what} names no build of the timeline {timeline} ({said}{root}): {_choices(timeline)}"
     )
 
@@ -50,7 +46,7 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
     """The timeline commits ``spec`` names, in asv's order."""
     what, git_range = f"range {spec!r}", False
     if spec in REFUSED:
-        raise RangeError(f"{what} is not supported here: {_choices(timeline)}")
+        raise UserError(f"{what} is not supported here: {_choices(timeline)}")
     if spec is None or spec.startswith(HASHFILE):
         what = "the config's branches" if spec is None else what
         names = branches if spec is None else Path(spec.removeprefix(HASHFILE)).read_text().split()
@@ -61,7 +57,7 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
         try:
             words = shlex.split(spec)  # as asv does
         except ValueError as exc:
-            raise RangeError(
+            raise UserError(
                 f"{what} cannot be read as asv reads it ({exc}): {_choices(timeline)}"
             ) from None
         what, git_range = f"build {what}", True
@@ -69,5 +65,5 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
     found = [commit for query in queries for commit in _listed(timeline, what, *query)]
     if not found:  # asv would run nothing and say little
         why = "is it reversed? asv ranges are OLD..NEW" if git_range else _choices(timeline)
-        raise RangeError(f"{what} names no build of the timeline {timeline}: {why}")
+        raise UserError(f"{what} names no build of the timeline {timeline}: {why}")
     return list(dict.fromkeys(found))

@@ -184,7 +184,8 @@ def bench(
         quick = ["--quick", "--dry-run"] if dry_run else []
         hashes = asv.write_hashfile(fleet.work / f"builds-{name}.txt", todo)
         run = asv.run_args([*quick, *(f"--bench={regex}" for regex in bench), hashes])
-        status = record.status(record.record(suite.conf, name, run))
+        record.check_meaning(run)
+        status = record.status(record.record(suite.conf, name, run, suite.disk(run)))
     else:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
     if dry_run:

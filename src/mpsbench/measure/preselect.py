@@ -48,30 +48,43 @@ def discover(benchmark_dir: Path) -> list[Any]:
         sys.modules.update(saved)
 
 
-def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, str, str | None, list[Any]]]:
+@dataclass(frozen=True)
+class Row:
+    """One combination as asv runs it alone."""
+
+    name: str
+    # asv's: the benchmark's name, then -INDEX into the product of its params (asv_runner's
+    # set_param_idx) where it has params
+    benchmark_id: str
+    device: str | None
+
+
+def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, Row, list[Any]]]:
     for benchmark in benchmarks:
-        for shown in itertools.product(*benchmark.params):
+        for index, shown in enumerate(itertools.product(*benchmark.params)):
             params = asv.param_values(shown)
             device = dict(zip(benchmark.param_names, params)).get("device")
-            yield benchmark, asv.combination(benchmark.name, shown), device, params
+            benchmark_id = f"{benchmark.name}-{index}" if benchmark.params else benchmark.name
+            row = Row(asv.combination(benchmark.name, shown), benchmark_id, device)
+            yield benchmark, row, params
 
 
 def names(benchmarks: Sequence[Any]) -> list[str]:
-    return [name for _, name, _, _ in _each(benchmarks)]
+    return [row.name for _, row, _ in _each(benchmarks)]
 
 
-def devices_of(benchmarks: Sequence[Any]) -> dict[str, str | None]:
-    return {name: device for _, name, device, _ in _each(benchmarks)}
+def rows(benchmarks: Sequence[Any]) -> list[Row]:
+    return [row for _, row, _ in _each(benchmarks)]
 
 
 def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
     absent = functools.cache(devices.absent_reason)
     found = []
-    for benchmark, name, device, params in _each(benchmarks):
-        reason = absent(device) if device else None
+    for benchmark, row, params in _each(benchmarks):
+        reason = absent(row.device) if row.device else None
         if reason is None and params:
             reason = selection.left_out(benchmark.name.split(".")[-2], *params)
-        found.append(Combination(name, reason))
+        found.append(Combination(row.name, reason))
     return found
 
 

@@ -175,7 +175,7 @@ def search(
 def bisect(
     good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options
 ) -> Found | Unresolved:
-    good, bad = fresh.name_builds([good_ref, bad_ref], args, "GOOD and BAD")
+    (good, bad), chosen = fresh.name_builds([good_ref, bad_ref], args, "GOOD and BAD")
     line = fresh.lineage(args.suite.manifest, bad.name)
     if good.name not in line:
         if bad.name in fresh.lineage(args.suite.manifest, good.name):
@@ -190,7 +190,7 @@ def bisect(
     named = {name: fresh.Named(name, args.suite.timeline.commits[name]) for name in between}
     gaps = nightlies.Gaps(adding, args.suite)
     state = Search(between)
-    with fresh.Session(args, [good, bad]) as measuring:
+    with fresh.Session(args, [good, bad], chosen) as measuring:
         combination = measuring.check_bench(good.commit)
         print(
             f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"

@@ -229,8 +229,8 @@ def measured_as(args: fresh.Options) -> str:
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
-    a, b = fresh.name_builds([a_ref, b_ref], args, "A and B")
-    with fresh.Session(args, [a, b]) as measuring:
+    (a, b), chosen = fresh.name_builds([a_ref, b_ref], args, "A and B")
+    with fresh.Session(args, [a, b], chosen) as measuring:
         combination = measuring.check_bench(a.commit)
         print(
             f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name}"

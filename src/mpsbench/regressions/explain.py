@@ -280,8 +280,8 @@ def _profile(
 
 def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     started = time.monotonic()
-    a, b = fresh.name_builds([a_ref, b_ref], options, "A and B")
-    with fresh.Session(options, [a, b]) as session:
+    (a, b), chosen = fresh.name_builds([a_ref, b_ref], options, "A and B")
+    with fresh.Session(options, [a, b], chosen) as session:
         combination = session.check_bench(a.commit)
         log.info(
             f"profiling {combination} in {a.name} and {b.name}: {options.rounds} processes each,"

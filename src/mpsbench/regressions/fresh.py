@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import itertools
-import json
 import os
 import shutil
 import signal
@@ -39,22 +36,32 @@ class Named:
     commit: str
 
 
-def name_builds(refs: list[str], args: Options, roles: str = "") -> list[Named]:
+def name_builds(
+    refs: list[str], args: Options, roles: str = ""
+) -> tuple[list[Named], preselect.Row]:
     """Check the options (rounds, round process, benchmark, its device), then name the builds
-    ``refs`` give, distinct where ``roles`` says; writes the timeline."""
+    ``refs`` give, distinct where ``roles`` says, and the combination ``-b`` chooses; writes the
+    timeline."""
     if args.min_rounds > args.max_rounds:
         raise errors.UserError(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
         )
     round_process(None, os.environ)  # refuses a bad MPSBENCH_ROUND_PROCESS
+    # params never depend on the build: asv's discovery in it would find the same
     benchmarks = preselect.discover(args.suite.conf.benchmarks)
-    found = asv.matching(preselect.names(benchmarks), [args.bench])
-    one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
-    # else every process would skip (no torch probe: it would hold a GPU context)
-    device = preselect.devices_of(benchmarks)[found[0]]
-    if device is not None and (absent := devices.absent_reason(device)):
+    rows = {row.name: row for row in preselect.rows(benchmarks)}
+    found = asv.matching(rows, [args.bench])
+    if len(found) != 1:
+        shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
         raise errors.UserError(
-            f"-b {args.bench!r} names {found[0]}, which cannot run here: {absent}; the devices"
+            f"-b {args.bench!r} matches {len(found)} benchmark combinations{shown}; give a regex"
+            " that matches exactly one (mpsbench preselect --list lists them)"
+        )
+    chosen = rows[found[0]]
+    # else every process would skip (no torch probe: it would hold a GPU context)
+    if chosen.device is not None and (absent := devices.absent_reason(chosen.device)):
+        raise errors.UserError(
+            f"-b {args.bench!r} names {chosen.name}, which cannot run here: {absent}; the devices"
             f" here: {', '.join(filter(devices.present, devices.NAMES))}"
         )
     generated = args.suite.generate(sync=False)
@@ -67,7 +74,7 @@ def name_builds(refs: list[str], args: Options, roles: str = "") -> list[Named]:
         named.append(Named(name, generated.commits[name]))
     if roles and named[0].name == named[-1].name:
         raise errors.UserError(f"{roles} are the same build ({named[0].name}): name two builds")
-    return named
+    return named, chosen
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
@@ -112,19 +119,13 @@ class Options:
 
 
 class Session:
-    """Fresh processes of one combination; check_bench, called first, sets these."""
+    """Fresh processes of one combination, ``chosen`` by name_builds."""
 
-    benchmark_id: str
-    combination: str
-    cpu_row: bool
-    mode: str
-    repeat: int | tuple[int, int, float]
-
-    def __init__(self, args: Options, builds: list[Named]) -> None:
+    def __init__(self, args: Options, builds: list[Named], chosen: preselect.Row) -> None:
+        self.combination, self.benchmark_id = chosen.name, chosen.benchmark_id
         conf = args.suite.conf
         self.root, self.benchmarks, self.thresholds = conf.root, conf.benchmarks, conf.thresholds
-        self.timeline = args.suite.timeline_path.resolve()
-        self.bench, self.log = args.bench, args.log
+        self.timeline, self.log = args.suite.timeline_path.resolve(), args.log
         self.min_rounds, self.max_rounds = args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
@@ -133,6 +134,14 @@ class Session:
             self.env["OMP_NUM_THREADS"] = str(args.threads)
         else:
             self.quieter += " or, for a cpu row on a busy machine, --threads 1"
+        # no process starts ahead: it would take a cpu row's cores
+        self.cpu_row = chosen.device == "cpu"
+        self.mode = round_process(chosen.device, self.env)
+        if self.cpu_row:
+            self.env[settings.SINGLE_STEPS] = "1"
+        self.repeat: int | tuple[int, int, float] = (
+            REPEAT_A_SECOND if self.cpu_row or self.mode == servers.FORK else SAMPLES
+        )
         self._servers: dict[str, servers.Server] = {}  # by build
         self.samples: dict[str, int] = {}  # this pass's
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
@@ -167,17 +176,12 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)
 
-    def _discover(self, commit: str) -> Path:
-        """asv's listing of the suite, kept per suite code: params never depend on the build."""
-        digest = hashlib.sha256()
-        for folder in (self.benchmarks, self.root / "src"):
-            for path in sorted(folder.rglob("*.py")):
-                digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
-        kept = self.config.parent / f"benchmarks-{digest.hexdigest()[:16]}.json"
-        with contextlib.suppress(asv.AsvError):  # no environment yet
+    def check_bench(self, commit: str) -> str:
+        """The combination, once asv's environment exists: asv's discovery makes it, installing
+        ``commit``, and says why it cannot."""
+        with contextlib.suppress(errors.UserError):  # no environment yet
             asv.environment_python(self.config)
-            if kept.is_file():
-                return kept
+            return self.combination
         options = ["--bench", "just-discover", "--show-stderr"]
         command = asv.run_command(
             self.config, self.machine, options, [commit], self.scratch / "hashes"
@@ -186,47 +190,13 @@ class Session:
         said = f"waiting for another compare or bisect in {self.root}"
         with files.lock(self.config.parent / "env", wait=lambda: log.info(said)):
             printed, rc = run_logged(command, self.env, self.log)
-        listing = self.scratch / "results" / "benchmarks.json"
-        if rc != 0 or not listing.is_file():
+        if rc != 0 or not (self.scratch / "results" / "benchmarks.json").is_file():
             lines = printed.strip().splitlines()
             tail = [line.strip() for line in lines if "mpsbench: error:" in line][:1] or lines[-3:]
             raise errors.UserError(
                 f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
                 + ("" if self.log else " (--log FILE keeps asv's whole output)")
             )
-        for old in kept.parent.glob("benchmarks-*.json"):
-            old.unlink()
-        shutil.copyfile(listing, kept)
-        return kept
-
-    def check_bench(self, commit: str) -> str:
-        from mpsbench.core.asv_internals import Benchmarks, Config
-
-        listing = json.loads(self._discover(commit).read_text())
-        listed = [entry for key, entry in listing.items() if key != "version"]
-        found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
-        matches = [
-            (
-                key,
-                index,
-                list(itertools.product(*found[key]["params"]))[index] if index >= 0 else (),
-            )
-            for key, indexes in found.benchmark_selection.items()
-            if key in found
-            for index in indexes or [-1]
-        ]
-        named = [asv.combination(key, values) for key, _, values in matches]
-        one_combination(self.bench, named, ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
-        (key, index, values), self.combination = matches[0], named[0]
-        self.benchmark_id = key if index < 0 else f"{key}-{index}"
-        params = dict(zip(found[key].get("param_names", []), values))
-        device = params.get("device", "").strip("'")
-        # no process starts ahead: it would take a cpu row's cores
-        self.cpu_row = device == "cpu"
-        self.mode = round_process(device, self.env)
-        if self.cpu_row:
-            self.env[settings.SINGLE_STEPS] = "1"
-        self.repeat = REPEAT_A_SECOND if self.cpu_row or self.mode == servers.FORK else SAMPLES
         return self.combination
 
     def server(self, build: Named) -> servers.Server:
@@ -291,13 +261,3 @@ def round_process(device: str | None, env: Mapping[str, str]) -> str:
             )
         return servers.SPAWN
     return asked or (servers.FORK if device in FORKED_DEVICES else servers.SPAWN)
-
-
-def one_combination(bench: str, found: list[str], hint: str) -> None:
-    """Refuses a ``-b`` regex naming no or several combinations."""
-    if len(found) != 1:
-        shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
-        raise errors.UserError(
-            f"-b {bench!r} matches {len(found)} benchmark combinations{shown}; give a regex that"
-            f" matches exactly one{hint}"
-        )

@@ -31,10 +31,6 @@ Combination = tuple[str, ...]
 log = progress.logger(__name__)
 
 
-class MergeError(UserError):
-    """A file or folder the merge refuses."""
-
-
 # a Report's list, its label, its summary words
 SAID = (
     ("copied", "copied", "copied"),
@@ -115,9 +111,9 @@ def check_file(path: Path, formed: Json | None = None) -> Json:
             recorded.read(path, path.parent.name)
         data = recorded.raw(path) if formed is None else formed
     except recorded.RecordedError as exc:
-        raise MergeError(f"{path}: {exc}") from None
+        raise UserError(f"{path}: {exc}") from None
     if formed is None and path.name != MACHINE and (reason := malformed(data)):
-        raise MergeError(f"{path}: {reason}")
+        raise UserError(f"{path}: {reason}")
     return data
 
 
@@ -130,7 +126,7 @@ def _readable(read: Callable[[Path], Json], path: Path, report: Report, done: st
     """``read(path)``, or None with ``path`` reported corrupt and ``done`` with it."""
     try:
         return read(path)
-    except (recorded.RecordedError, MergeError) as exc:
+    except UserError as exc:
         report.corrupt.append(f"{exc}; {done}")
         return None
 
@@ -252,7 +248,7 @@ def identity(path: Path, data: Json, builds: Collection[str] | None) -> str | No
 
 def timeline_builds(timeline: Path) -> set[str]:
     if not (timeline / ".git").exists() and not (timeline / "HEAD").is_file():
-        raise MergeError(
+        raise UserError(
             f"--timeline {timeline} is no timeline repository (mpsbench timeline generate writes one)"
         )
     return set(git.text(timeline, "rev-list", "--all").split())
@@ -372,7 +368,7 @@ def read_lines(trail: Path) -> Iterator[Json]:
 
 
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> Json | None:
-    """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
+    """The benchmarks.json of them all (None: unchanged); UserError where versions differ."""
     target = dest / asv.BENCHMARKS
     found = _readable(recorded.raw, target, report, UNTOUCHED) if target.exists() else {}
     merged, corrupt = found or {}, found is None
@@ -389,7 +385,7 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
             old, new = merged.get(name, {}).get("version"), entry.get("version")
             earlier = first_source.setdefault(name, path) != path
             if name in merged and old != new and (earlier or not update):
-                raise MergeError(
+                raise UserError(
                     f"benchmark {name} has version {old} in {first_source[name] if earlier else target}"
                     f" but {new} in {path}: those machines ran different suites"
                     + (
@@ -424,13 +420,13 @@ def audit_trail(dest: Path) -> Path:
 def check_machines(sources: Sequence[Path], machines: Collection[str] = ()) -> None:
     for source in sources:
         if not source.is_dir():
-            raise MergeError(f"results directory {source} does not exist")
+            raise UserError(f"results directory {source} does not exist")
     if not machines:
         return  # nothing to look for: no need to list every file
     held = sorted({p.parent.name for source in sources for p in source.glob("*/*.json")})
     for name in machines:
         if name not in held:
-            raise MergeError(
+            raise UserError(
                 f"no machine {name!r} in {', '.join(map(str, sources))};"
                 f" machines there: {', '.join(held) or 'none'}"
             )

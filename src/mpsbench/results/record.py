@@ -190,14 +190,13 @@ def record(
     conf: AsvConf,
     machine: str,
     run: asv.RunArgs,
+    disk: watch.Disk,
     remeasure: bool = False,
-    disk: watch.Disk | None = None,
     selection: tuple[str, ...] | None = None,
 ) -> Generator[Finished, None, None]:
-    """Runs what is missing, yielding each step as it ends (the caller's pause is a publish's
-    cost); close it to stop early."""
-    check_meaning(run)
-    results, commits = conf.results, builds(conf, run)
+    """Runs what is missing of ``disk``'s builds, ``run`` checked (check_meaning), yielding each
+    step as it ends (the caller's pause is a publish's cost); close it to stop early."""
+    results, commits = conf.results, list(disk.builds)
     chosen = selection or select(conf, run.bench)
     if quiet.accept_busy():
         log.info(

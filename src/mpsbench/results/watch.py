@@ -242,6 +242,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Build:
+    """A build's name, then builds.disk.Facts' fields in their order."""
+
     name: str
     need: int  # bytes its install adds to the build cache
     how: str  # how the need is known
@@ -254,7 +256,7 @@ class Build:
 @dataclass(frozen=True)
 class Disk:
     cache: Path
-    builds: Mapping[str, Build]
+    builds: Mapping[str, Build]  # the run's, newest first
 
 
 def free(folder: Path) -> int:
@@ -275,13 +277,14 @@ def used(folder: Path) -> int:
 
 
 class Watch:
-    def __init__(self, steps: Sequence[Step], estimates: Costs, disk: Disk | None) -> None:
+    def __init__(self, steps: Sequence[Step], estimates: Costs, disk: Disk) -> None:
         self.steps, self.estimates, self.disk = list(steps), estimates, disk
         self.commits = list(dict.fromkeys(step.commit for step in self.steps))
         self.done = self.index = 0
         self.started = time.monotonic()
-        known = disk.builds if disk is not None else {}
-        self.builds = {c: known.get(c) or Build(c[:8], 0, "unknown", True) for c in self.commits}
+        self.builds = {
+            c: disk.builds.get(c) or Build(c[:8], 0, "unknown", True) for c in self.commits
+        }
         self.installed = {commit for commit, build in self.builds.items() if build.installed}
         self.skipped: set[str] = set()
         self.cache_used = self._cache()
@@ -305,7 +308,7 @@ class Watch:
         return sum(len(step.names) for step in self.steps if step.commit not in self.skipped)
 
     def _cache(self) -> int:
-        return used(self.disk.cache) if self.disk is not None else 0
+        return used(self.disk.cache)
 
     def _build(self, commit: str) -> str:
         return f"build {self.commits.index(commit) + 1} of {len(self.commits)}"
@@ -363,8 +366,6 @@ class Watch:
             yield step, first, start + work + self._publish()
 
     def _costs(self) -> list[str]:
-        if self.disk is None:
-            return []
         fetch = [build for commit, build in self.builds.items() if commit not in self.installed]
         needed, size = sum(b.need for b in fetch), sum(b.download for b in fetch)
         hosts = sorted({host for build in fetch for host in build.hosts})
@@ -395,9 +396,7 @@ class Watch:
         for step, first, estimate in self._steps(self.steps, set()):
             build = self.builds[step.commit]
             if first:
-                if self.disk is None:
-                    disk = ""
-                elif build.refused:
+                if build.refused:
                     disk = f"; skipped: {CANNOT}{build.refused}"
                 elif build.installed:
                     disk = f"; disk: none, {build.how}"
@@ -432,12 +431,7 @@ class Watch:
             return False
         build = self.builds[step.commit]
         why = CANNOT + build.refused if build.refused else ""
-        if (
-            not why
-            and self.disk is not None
-            and not build.installed
-            and build.need > (space := free(self.disk.cache))
-        ):
+        if not why and not build.installed and build.need > (space := free(self.disk.cache)):
             why = (
                 f"installing it needs about {_gb(build.need)} ({build.how}), {_gb(space)} is free"
                 f" at {self.disk.cache}; free space there, or set MPSBENCH_CACHE=/path to a disk"
@@ -588,15 +582,11 @@ class Watch:
                 f" {clock(seconds)}, {left}"
             )
         self.done += 1
-        disk = (
-            f", build cache {_gb(self.cache_used)}, {_gb(free(self.disk.cache))} free"
-            if self.disk is not None
-            else ""
-        )
         return (
             f"{self._build(commit)}, {self.done} of {self.total} combinations"
             f" done ({name}: {outcome}, {clock(seconds)}), elapsed"
-            f" {clock(time.monotonic() - self.started)}, {left}{disk}"
+            f" {clock(time.monotonic() - self.started)}, {left}, build cache"
+            f" {_gb(self.cache_used)}, {_gb(free(self.disk.cache))} free"
         )
 
     def end(self) -> None:

@@ -175,9 +175,8 @@ def measured_params(found: recorded.Recorded) -> dict[str, list[list[str]]]:
     return {name: [sorted(set(axis)) for axis in zip(*each)] for name, each in combinations.items()}
 
 
-def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:
+def write(html_dir: Path, results: tp.Results, timeline: Reader, figures: str) -> list[Machine]:
     """The summary atop asv's grid; the measured params in index.json."""
-    results = tp.load(results_dir)
     summaries = summarize(results, timeline)
     patches.insert_once(
         html_dir,

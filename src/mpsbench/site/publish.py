@@ -10,7 +10,15 @@ from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, files, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
-from mpsbench.site import landing, patches, pytorch_links, regressions_page, report, site_assets
+from mpsbench.site import (
+    landing,
+    patches,
+    pytorch_links,
+    regressions_page,
+    report,
+    site_assets,
+    throughput,
+)
 
 FIGURES = "mpsbench"
 HTML_DIR_OPTIONS = ("-o", "--html-dir")
@@ -71,7 +79,10 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     conf, figures = suite.conf, f"{FIGURES}/summary.html"
     log.info("asv publish")
     asv.publish(conf.path, [*asv_options, "--html-dir", str(html)])
-    judged = regressions_page.judge_site(html, conf.results, conf.thresholds, suite.reader)
+    results = throughput.load(conf.results)
+    judged = regressions_page.judge_site(
+        html, conf.results, results.recorded, conf.thresholds, suite.reader
+    )
     log.info(
         f"Regressions page: {sum(j['regressed'] for j in judged)} of {len(judged)} jumps asv found"
         f" are regressions; every verdict: {conf.html / regressions_page.JUDGED}"
@@ -82,11 +93,11 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
         " have one"
     )
     log.info(f"building the figures into {conf.html / FIGURES}")
-    report.build(conf.results, html / FIGURES, conf, site=html)
+    report.build(conf.results, html / FIGURES, conf, html, results)
     log.info(f"making the site self-contained (npm registry, cache {site_assets.CACHE})")
     site_assets.make_offline(html)
     patches.add_nav_link(html, "Figures", figures)
-    summaries = landing.write(html, conf.results, suite.reader, figures)
+    summaries = landing.write(html, results, suite.reader, figures)
     machines = f"{len(summaries)} machine{'s' if len(summaries) != 1 else ''}"
     log.info(f"index.html opens on the step times of {machines}")
     patches.patch_graphs(html)

@@ -9,7 +9,6 @@ import re
 import shutil
 import urllib.parse
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ FeedKey = tuple[str, str | None, str]  # row, machine if named, commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20
 EXPLAINED = "explain"
+# regressions.json's entries, index.json, its revision_to_hash
+Published = tuple[list[Any], dict[str, Any], dict[str, str]]
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
@@ -30,33 +31,7 @@ def graph_param(graph_path: str, key: str) -> str | None:
     return found.group(1) if found else None
 
 
-def _graph_url(
-    index: dict[str, Any],
-    name: str,
-    machine: str | None,
-    idx: int | None,
-    old: str | None,
-    new: str,
-) -> str:
-    benchmark = name.split("(", 1)[0]
-    spec = index.get("benchmarks", {}).get(benchmark, {})
-    params = {"machine": machine or ""}
-    if idx is not None and spec.get("params"):
-        values = list(itertools.product(*spec["params"]))[idx]
-        params.update({f"p-{param}": value for param, value in zip(spec["param_names"], values)})
-    params["commits"] = f"{old}-{new}" if old else new
-    return f"index.html#{benchmark}?{urllib.parse.urlencode(params)}"
-
-
-def _jump_builds(
-    revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int
-) -> tuple[str | None, str]:
-    """A jump's two builds; without asv's older one, the newer one's parent on its channel."""
-    new = revision_to_hash[str(rev_b)]
-    return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
-
-
-def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
+def _published(html: Path) -> Published:
     try:
         detected = json.loads((html / "regressions.json").read_text())["regressions"]
         index = json.loads((html / "index.json").read_text())
@@ -67,11 +42,44 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
         ) from None
 
 
+def _jump(
+    published: Published, timeline: Reader, entry: list[Any], asv_jump: list[Any]
+) -> dict[str, Any]:
+    """A jump as JUDGED holds it; without asv's older build, the newer one's parent on its channel."""
+    _, index, revision_to_hash = published
+    name, graph_path, _, idx, *_ = entry
+    rev_a, rev_b, before, after = asv_jump
+    new = revision_to_hash[str(rev_b)]
+    old = revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)
+    benchmark, machine = name.split("(", 1)[0], graph_param(graph_path, "machine")
+    spec = index.get("benchmarks", {}).get(benchmark, {})
+    params = {"machine": machine or ""}
+    if idx is not None and spec.get("params"):
+        values = list(itertools.product(*spec["params"]))[idx]
+        params.update({f"p-{param}": value for param, value in zip(spec["param_names"], values)})
+    params["commits"] = f"{old}-{new}" if old else new
+    return dict(
+        benchmark=name,
+        machine=machine,
+        unit=str(spec.get("unit", "")),
+        old=old,
+        new=new,
+        revision=rev_b,
+        before=before,
+        after=after,
+        graph=f"index.html#{benchmark}?{urllib.parse.urlencode(params)}",
+    )
+
+
 def judge_site(
-    html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader
+    html: Path,
+    results_dir: Path,
+    found: recorded.Recorded,
+    thresholds: dict[str, float],
+    timeline: Reader,
 ) -> list[dict[str, Any]]:
-    detected, index, revision_to_hash = _published(html)
-    found = recorded.load(results_dir, strict=False)
+    published = _published(html)
+    detected, index, revision_to_hash = published
     rows = {row.entry: row for table in found.values.values() for row in table}
     revision_of = {commit: int(revision) for revision, commit in revision_to_hash.items()}
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
@@ -79,54 +87,43 @@ def judge_site(
     judged: list[dict[str, Any]] = []
     kept_keys: dict[FeedKey, str | None] = {}
     for entry in detected:
-        name, graph_path, graph_params, idx, *_, jumps = entry
+        name, graph_path, graph_params, *_, jumps = entry
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         feed_machine = graph_params.get("machine")  # asv names it only where there are several
         if several_branches and branch and "branch" not in graph_params:
             graph_params["branch"] = branch  # else asv's page shows another channel
-        unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
         kept_jumps = []
-        for rev_a, rev_b, before, after in jumps:
-            old, new = _jump_builds(revision_to_hash, timeline, rev_a, rev_b)
+        for asv_jump in jumps:
+            jump = _jump(published, timeline, entry, asv_jump)
+            rev_a, old, new = asv_jump[0], jump["old"], jump["new"]
             was, now = (
                 found.get(machine, c, row) if machine and c and row else None for c in (old, new)
             )
             if was and now:
-                verdict = rule.judge(thresholds, name, unit, was, now, branch)
+                verdict = rule.judge(thresholds, name, jump["unit"], was, now, branch)
             else:  # no numbers of ours: asv's word
                 verdict = rule.Judgement(
                     rule.Decision.SLOWER,
                     rule.Decision.SLOWER.value,
-                    rule.change_ratio(before, after),
+                    rule.change_ratio(jump["before"], jump["after"]),
                     0.0,
                     "asv's step detection (no recorded values to judge)",
                 )
-            judged.append(
-                dict(
-                    benchmark=name,
-                    machine=machine,
-                    branch=branch,
-                    unit=unit,
-                    old=old,
-                    new=new,
-                    before=before,
-                    after=after,
-                    ratio=verdict.ratio,
-                    verdict=verdict.label,
-                    reason=verdict.reason,
-                    threshold=verdict.threshold,
-                    regressed=verdict.regressed,
-                    graph=_graph_url(index, name, machine, idx, old, new),
-                )
+            jump.update(
+                branch=branch,
+                ratio=verdict.ratio,
+                verdict=verdict.label,
+                reason=verdict.reason,
+                threshold=verdict.threshold,
+                regressed=verdict.regressed,
             )
+            judged.append(jump)
             if verdict.regressed:
                 if old:
-                    judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
+                    jump["explain"] = _publish_table(html, results_dir, name, old, new)
                 # a one-build jump: from its parent, as asv links it
-                kept_jumps.append(
-                    [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
-                )
+                kept_jumps.append([revision_of.get(old, rev_a), *asv_jump[1:]])
                 key = (name, feed_machine, new if rev_a is None else f"{old}-{new}")
                 kept_keys[key] = (
                     None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
@@ -141,19 +138,6 @@ def judge_site(
     return judged
 
 
-@dataclass(frozen=True)
-class Regression:
-    benchmark: str
-    machine: str
-    old_commit: str | None
-    new_commit: str
-    ratio: float
-    revision: int
-    graph: str
-    kind: str  # "slower" or a correctness verdict
-    explain: str
-
-
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
     table = explain.stored(results_dir) / explain.stored_name(name, old, new)
     if not table.is_file():
@@ -163,34 +147,27 @@ def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str)
     return f"{EXPLAINED}/{table.name}"
 
 
-def latest(html: Path, timeline: Reader) -> list[Regression]:
-    """The newest jumps of regressions.json, newest first."""
-    detected, index, revision_to_hash = _published(html)
-    regressed = {
-        (j["benchmark"], j["machine"] or "", j["new"]): j
-        for j in _judged(html)
-        if j.get("regressed")
-    }
-    found = []
-    for name, graph_path, _, idx, _, _, jumps in detected:
-        machine = graph_param(graph_path, "machine") or ""
-        for old_revision, new_revision, before, after in jumps:
-            old, new = _jump_builds(revision_to_hash, timeline, old_revision, new_revision)
-            judged = regressed.get((name, machine, new), {})
-            found.append(
-                Regression(
-                    name,
-                    machine,
-                    old,
-                    new,
-                    rule.change_ratio(before, after),
-                    int(new_revision),
-                    _graph_url(index, name, machine, idx, old, new),
-                    judged.get("verdict", "slower"),
-                    judged.get("explain", ""),
-                )
-            )
-    return sorted(found, key=lambda r: (-r.revision, -r.ratio, r.benchmark))[:LATEST]
+def latest(html: Path, timeline: Reader) -> list[dict[str, Any]]:
+    """The newest regressed jumps of JUDGED, newest first; where publish judged none, asv's own."""
+    judged = _judged(html) or _asv_word(html, timeline)
+    return sorted(
+        (jump for jump in judged if jump["regressed"]),
+        key=lambda j: (
+            -j.get("revision", 0),  # none in an older JUDGED: last until a publish
+            -rule.change_ratio(j["before"], j["after"]),
+            j["benchmark"],
+        ),
+    )[:LATEST]
+
+
+def _asv_word(html: Path, timeline: Reader) -> list[dict[str, Any]]:
+    """Every jump of a site publish did not judge, kept on asv's word."""
+    published = _published(html)
+    return [
+        {**_jump(published, timeline, entry, asv_jump), "verdict": "slower", "regressed": True}
+        for entry in published[0]
+        for asv_jump in entry[-1]
+    ]
 
 
 def _judged(html: Path) -> list[dict[str, Any]]:

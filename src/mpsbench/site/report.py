@@ -317,16 +317,16 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
     if found := regressions_page.latest(site, timeline):
         rows = [
             [
-                r.benchmark,
-                Link("graph", f"../{r.graph}"),
-                r.machine,
-                r.kind,
-                f"{r.ratio:.2f}x",
-                f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
-                pytorch_range(timeline, r.old_commit, r.new_commit),
-                Link("ops", f"../{r.explain}") if r.explain else "-",
+                j["benchmark"],
+                Link("graph", f"../{j['graph']}"),
+                j["machine"],
+                j["verdict"],
+                f"{rule.change_ratio(j['before'], j['after']):.2f}x",
+                f"{j['old'][:8]}..{j['new'][:8]}" if j["old"] else j["new"][:8],
+                pytorch_range(timeline, j["old"], j["new"]),
+                Link("ops", f"../{j['explain']}") if j.get("explain") else "-",
             ]
-            for r in found
+            for j in found
         ]
         blocks = [
             "The site's Regressions tab, newest first, each jump judged by the row's statistics"
@@ -355,9 +355,13 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
 
 
 def build(
-    results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None
+    results_dir: Path,
+    out_dir: Path,
+    conf: AsvConf | None = None,
+    site: Path | None = None,
+    results: tp.Results | None = None,  # results_dir's, read already
 ) -> None:
-    results = tp.load(results_dir)
+    results = results or tp.load(results_dir)
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(
             f"{results_dir} holds no {asv.BENCHMARKS}: give the results directory itself"
@@ -376,6 +380,7 @@ def build(
         log.info(f"writing {written[-1]}")
         return written[-1]
 
+    each_python = recorded.load_each_python(results_dir, strict=False)
     gpu = tp.BY_RELEASE_DEVICE
     speedups, joules = f"{gpu.upper()} speedup over cpu by release", "Samples per joule by release"
     sections = {
@@ -385,7 +390,7 @@ def build(
             save,
             "speedup_by_release.png",
             speedups,
-            tp.speedup_by_release(results_dir, timeline),
+            tp.speedup_by_release(each_python, timeline),
             f"No build has both {gpu} and cpu results.",
             "Each build at its date, a line per Python; each version links to its release.",
             f"{gpu} speedup over cpu (samples/s ratio)",
@@ -398,7 +403,7 @@ def build(
             save,
             "samples_per_joule.png",
             joules,
-            tp.samples_per_joule(results_dir, timeline),
+            tp.samples_per_joule(each_python, timeline),
             "No build has energy results (*Capacity.track_joules_per_step).",
             "The seed batch over the joules per step (cuda: NVML; mps: IOReport; Linux cpu: RAPL)"
             " by build date (docs/explanation/instruments.md).",

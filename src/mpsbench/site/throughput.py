@@ -266,11 +266,13 @@ class ReleasePoint:
 Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 
 
-def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[ReleasePoint]:
+def by_release(
+    each_python: dict[str, recorded.Recorded], timeline: Reader, ratios: Ratios
+) -> list[ReleasePoint]:
     """Every build's ``ratios``, per Python: none has wheels for every release."""
     return [
         ReleasePoint(python, timeline.version(c), each.dates.get(c, 0), timeline.link(c), *row)
-        for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items())
+        for python, each in sorted(each_python.items())
         for results in [_results(each)]
         for machine in each.machines
         for c in each.builds(machine)
@@ -278,9 +280,11 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
     ]
 
 
-def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
+def speedup_by_release(
+    each_python: dict[str, recorded.Recorded], timeline: Reader
+) -> list[ReleasePoint]:
     return by_release(
-        results_dir,
+        each_python,
         timeline,
         lambda results, machine, commit: (
             (machine, s.kind, s.model, s.ratio)
@@ -289,9 +293,11 @@ def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint
     )
 
 
-def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
+def samples_per_joule(
+    each_python: dict[str, recorded.Recorded], timeline: Reader
+) -> list[ReleasePoint]:
     return by_release(
-        results_dir,
+        each_python,
         timeline,
         lambda results, machine, commit: (
             (f"{machine} {step.device}", step.kind, step.model, step.batch / joules)
