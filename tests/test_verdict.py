@@ -7,7 +7,7 @@ import random
 import pytest
 from tools import verdict_simulation as simulation
 
-from mpsbench.regressions import verdict
+from mpsbench.regressions import compare, verdict
 
 FACTOR = 1.05
 
@@ -165,6 +165,14 @@ def test_the_looks_spend_alpha_and_each_can_decide():
     # every later look can too: the drawn test's smallest p, 1 / (1 + PERMUTATIONS), is below its level
     assert all(alpha > 2 / (1 + verdict.PERMUTATIONS) for alpha in levels.values())
     assert verdict.per_look_alpha() == min(levels.values())
+
+
+def test_the_most_rounds_the_command_line_accepts_still_get_a_schedule():
+    # from 515 a side the first look's smallest p is below any float: that look cannot decide
+    for rounds in (514, 515, compare.MOST_ROUNDS):
+        every = verdict.schedule(rounds, rounds)
+        assert sum(every.values()) == pytest.approx(verdict.ALPHA)
+    assert verdict.schedule(515, 517)[515] == 0.0
 
 
 def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():

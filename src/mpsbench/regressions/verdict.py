@@ -60,7 +60,11 @@ def schedule(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict
     planned = {min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds}
     first, *rest = sorted(planned)
     total = ALPHA - EARLY_ALPHA * len(early) - EXTRA_ALPHA * bool(extra)
-    level = min(total / 2, FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds)) if rest else total
+    try:
+        reachable = FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds)
+    except OverflowError:  # from 515 rounds the smallest p is below any float
+        reachable = 0.0
+    level = min(total / 2, reachable) if rest else total
     return {
         **dict.fromkeys(early, EARLY_ALPHA),
         first: level,
