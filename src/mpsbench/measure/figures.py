@@ -37,20 +37,18 @@ def _workload(
 
 
 def _peak_mib(workload: workloads.Workload, index: int, missing: str) -> float:
-    """``devices.peaks_over``'s ``index`` reading over one step, or a skip saying it is missing."""
+    """Peak MiB over one step: 0, live tensors (cpu: the largest RSS sample); 1, the driver's."""
     if (peak := devices.peaks_over(workload.device, workload.step)[index]) is None:
         raise skips.SkipNotImplemented(missing)
     return peak / devices.MIB
 
 
 def peak_memory(workload: workloads.Workload) -> float:
-    """Live tensors at the step's peak, in MiB; cpu: the largest RSS sample."""
     reason = workload.device.no_reading_reason()
     return _peak_mib(workload, 0, f"no {workload.device} memory reading: {reason}")
 
 
 def driver_memory(workload: workloads.Workload) -> float:
-    """What the driver holds at the step's peak, caches included, in MiB."""
     missing = f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
     return _peak_mib(workload, 1, missing)
 
