@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -171,7 +172,9 @@ def _probing_workload(device: str, recorder: fakes.Recorder) -> types.SimpleName
 
 def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypatch):
     recorder = fakes.Recorder()
-    driver = iter(mib * MIB for mib in (40, 70, 90, 60))  # before, forward, backward, after
+    driver = itertools.cycle(
+        [mib * MIB for mib in (40, 70, 90, 60)]
+    )  # before, forward, backward, after
     monkeypatch.setattr(
         torch,
         "mps",
@@ -184,7 +187,8 @@ def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypa
         ),
         raising=False,
     )
-    peaks = suite.memory_peaks(_probing_workload("mps", recorder))  # type: ignore[arg-type]
+    workload = _probing_workload("mps", recorder)
+    assert figures.driver_memory(workload) == 90.0  # type: ignore[arg-type]
     sample = ["mps.current_allocated_memory", "mps.driver_allocated_memory"]
     assert recorder.calls == [
         "mps.synchronize",
@@ -195,8 +199,7 @@ def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypa
         "mps.synchronize",
         *sample,
     ]
-    assert peaks.driver == 90.0
-    assert peaks.allocated == 30.0
+    assert figures.peak_memory(workload) == 30.0  # type: ignore[arg-type]
 
 
 def test_cuda_driver_memory_is_the_reserved_peak_since_the_reset(monkeypatch):
@@ -209,10 +212,11 @@ def test_cuda_driver_memory_is_the_reserved_peak_since_the_reset(monkeypatch):
         ("max_memory_reserved", 8 * MIB),
     ]:
         monkeypatch.setattr(torch.cuda, name, recorder.fn(f"cuda.{name}", result))
-    peaks = suite.memory_peaks(_probing_workload("cuda", recorder))  # type: ignore[arg-type]
+    workload = _probing_workload("cuda", recorder)
+    assert figures.driver_memory(workload) == 8.0  # type: ignore[arg-type]
     assert recorder.calls.index("cuda.reset_peak_memory_stats") < recorder.calls.index("step")
     assert recorder.calls[-2:] == ["cuda.max_memory_allocated", "cuda.max_memory_reserved"]
-    assert (peaks.allocated, peaks.driver) == (5.0, 8.0)
+    assert figures.peak_memory(workload) == 5.0  # type: ignore[arg-type]
 
 
 def test_the_cpu_tracks_skip_driver_memory_and_report_a_flat_leak_slope(monkeypatch):

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from mpsbench.measure import devices, leak, measured, suite
+from mpsbench.measure import devices, figures, leak, measured, suite
 
 MIB = devices.MIB
 
@@ -81,7 +81,7 @@ def test_macos_without_psutil_skips_peak_memory_and_leak_with_the_reason(monkeyp
     with pytest.raises(
         suite.SkipNotImplemented, match="unreadable on darwin without psutil"
     ) as skipped:
-        suite.peak_memory_mib(workload)  # type: ignore[arg-type]
+        figures.peak_memory(workload)  # type: ignore[arg-type]
     assert (
         measured.outcome_of(skipped.value).skipped is not None
     )  # asv's n/a, not a failure and not 0

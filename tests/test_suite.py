@@ -7,7 +7,7 @@ import types
 import pytest
 
 from mpsbench.core import settings
-from mpsbench.measure import devices, suite, workloads
+from mpsbench.measure import devices, figures, suite, workloads
 
 
 def test_step_timer_divides_the_clock_by_the_steps_per_call(monkeypatch):
@@ -83,4 +83,4 @@ def test_other_errors_fail_the_combination(monkeypatch):
 def test_throughput_and_peak_memory_are_positive_on_cpu():
     workload = suite.prepare("inference", "cpu", "mlp", 8)
     assert suite.throughput(workload) > 0
-    assert suite.peak_memory_mib(workload) > 10
+    assert figures.peak_memory(workload) > 10

@@ -7,7 +7,7 @@ import random
 import pytest
 from tools import verdict_simulation as simulation
 
-from mpsbench.regressions import verdict
+from mpsbench.regressions import compare, verdict
 
 FACTOR = 1.05
 
@@ -30,9 +30,16 @@ def _contended(center: float, count: int, seed: int, fast_share: float = 0.5) ->
     ]
 
 
+def _planned(low: int = verdict.MIN_ROUNDS, high: int = verdict.MAX_ROUNDS) -> dict[int, float]:
+    """verdict.schedule's planned looks, from --min-rounds to --max-rounds, with their levels."""
+    return {
+        look: alpha for look, alpha in verdict.schedule(low, high).items() if low <= look <= high
+    }
+
+
 def _sequential(a: list[float], b: list[float]) -> verdict.Verdict:
-    """What compare decides: a look at each of verdict.alphas(), at its level, stopping at the first decision."""
-    for look, alpha in verdict.alphas().items():
+    """What compare decides: a look at each planned look, at its level, stopping at the first decision."""
+    for look, alpha in _planned().items():
         found = verdict.judge(a[:look], b[:look], FACTOR, alpha)
         if found.decision != verdict.UNDECIDED:
             break
@@ -131,37 +138,41 @@ def test_within_process_precision_does_not_make_a_shift_between_processes_signif
 
 
 def test_the_looks_spend_alpha_and_each_can_decide():
-    assert verdict.looks(5, 20) == [5, 6, 8, 10, 12, 14, 16, 18, 20]
-    assert verdict.looks(4, 5) == [4, 5]
-    assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.planned_alpha(6, 6)}
-    assert (
-        verdict.early_looks(5) == [2, 3, 4]
-        and verdict.early_looks(4) == [2, 3]
-        and verdict.early_looks(40) == []
-    )
+    assert list(_planned(5, 20)) == [5, 6, 8, 10, 12, 14, 16, 18, 20]
+    assert list(_planned(4, 5)) == [4, 5]
+    # a sole planned look has all that the early and extra looks leave
+    assert _planned(6, 6) == {6: verdict.ALPHA - verdict.EXTRA_ALPHA}
     for low, high in ((5, 20), (4, 5), (5, 40), (6, 20), (6, 6), (40, 40)):
-        levels = verdict.alphas(low, high)
-        assert list(levels) == verdict.looks(low, high)
-        assert sum(levels.values()) == pytest.approx(verdict.planned_alpha(low, high))
+        early = {5: [2, 3, 4], 4: [2, 3]}.get(low, [])
+        planned = _planned(low, high)
+        assert list(planned) == sorted({low, *range(low + 1, high + 1, 2), high})
+        assert sum(planned.values()) == pytest.approx(
+            verdict.ALPHA - verdict.EARLY_ALPHA * len(early) - verdict.EXTRA_ALPHA
+        )
         # early, planned and extra looks together: the family-wise level, however the looks depend
         every = verdict.schedule(low, high)
         assert sum(every.values()) == pytest.approx(verdict.ALPHA)
-        assert list(every) == [
-            *verdict.early_looks(low),
-            *verdict.looks(low, high),
-            *range(high + 4, 3 * high + 1, 4),
-        ]
+        assert list(every) == [*early, *planned, *range(high + 4, 3 * high + 1, 4)]
+        assert all(every[look] == verdict.EARLY_ALPHA for look in early)
         assert all(alpha > 0 for alpha in every.values())
-    levels = verdict.alphas()
+    levels = _planned()
     # the first look (5 a side) can decide: 5 processes that do not overlap give 1/252, below its level
     separated = verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.0], [2.0, 2.1, 2.2, 2.3, 2.0], FACTOR)
     assert separated == pytest.approx(1 / 252) and separated < levels[5] < 2 / 252
     assert (
-        verdict.alphas(4, 8)[4] > 1 / 70
+        verdict.schedule(4, 8)[4] > 1 / 70
     )  # a first look at 4 a side (--min-rounds 4) can decide too
     # every later look can too: the drawn test's smallest p, 1 / (1 + PERMUTATIONS), is below its level
     assert all(alpha > 2 / (1 + verdict.PERMUTATIONS) for alpha in levels.values())
     assert verdict.per_look_alpha() == min(levels.values())
+
+
+def test_the_most_rounds_the_command_line_accepts_still_get_a_schedule():
+    # from 515 a side the first look's smallest p is below any float: that look cannot decide
+    for rounds in (514, 515, compare.MOST_ROUNDS):
+        every = verdict.schedule(rounds, rounds)
+        assert sum(every.values()) == pytest.approx(verdict.ALPHA)
+    assert verdict.schedule(515, 517)[515] == 0.0
 
 
 def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():
@@ -276,7 +287,8 @@ def test_the_early_looks_keep_their_level_on_the_quiet_gpu_at_the_factor(name):
         b = [draw(rng) * FACTOR for _ in range(4)]
         alarms += any(
             verdict.early_judge(a[:look], b[:look], FACTOR).decision == verdict.SLOWER
-            for look in verdict.early_looks()
+            for look in verdict.schedule()
+            if look < verdict.MIN_ROUNDS
         )
     assert alarms <= 6, (
         alarms
@@ -287,7 +299,7 @@ def test_few_rounds_whose_own_spread_exceeds_the_effect_decide_nothing():
     # --min-rounds 4 --max-rounds 4 on a busy machine: B's 4 processes all lie beyond 1.05 x A's, so the
     # permutation test alone passes its level, but A's odd and even rounds differ by more than B sits
     # beyond the factor: the rule refuses, and the same rounds without that spread decide
-    alpha = verdict.alphas(4, 4)[4]
+    alpha = verdict.schedule(4, 4)[4]
     b = [1.30, 1.31, 1.32, 1.30]
     noisy = verdict.judge([1.00, 1.20, 1.01, 1.19], b, FACTOR, alpha)
     assert noisy.p_value < alpha and noisy.ratio > FACTOR

@@ -138,7 +138,7 @@ def compare_trial(
         draw,
         {"A": 1.0, "B": ratio},
         random.Random(seed),
-        min_rounds=min(levels or verdict.alphas()),
+        min_rounds=min(levels) if levels else verdict.MIN_ROUNDS,
     )
     a, b = fresh.Named("A", "a"), fresh.Named("B", "b")
     with schedule(levels):

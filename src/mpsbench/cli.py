@@ -258,9 +258,8 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
     batch = batch_size or spec.seed_batch_size
     models.check_batch_size(spec, batch)
     devices.require_usable([on])
-    has = {"training": spec.trains, "inference": spec.trainable is None}
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
-    for each in [kind] if kind != "both" else [k for k in workloads.KINDS if has[k]]:
+    for each in [kind] if kind != "both" else [k for k in workloads.KINDS if not spec.refusal(k)]:
         try:
             workload = workloads.build(each, on, spec.name, batch)
         except workloads.WorkloadError as exc:

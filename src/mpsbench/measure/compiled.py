@@ -10,12 +10,8 @@ from mpsbench.core import errors
 from mpsbench.measure import models, skips, suite, workloads
 
 # the frozen BERT compiles as bert_base
-TRAINING_NAMES: tuple[str, ...] = tuple(
-    name for name, spec in models.REGISTRY.items() if spec.trains and name != "bert_base_frozen"
-)
-INFERENCE_NAMES: tuple[str, ...] = tuple(
-    name for name, spec in models.REGISTRY.items() if spec.trainable is None
-)
+TRAINING_NAMES = tuple(name for name in models.timed_for("training") if name != "bert_base_frozen")
+INFERENCE_NAMES = models.timed_for("inference")
 
 
 def cold_caches() -> str:

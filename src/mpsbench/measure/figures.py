@@ -6,6 +6,7 @@ import functools
 
 from mpsbench.measure import (
     accuracy,
+    devices,
     energy,
     fallback,
     leak,
@@ -18,40 +19,57 @@ from mpsbench.measure import (
 )
 
 
-def _capacity_workload(
-    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT
+def _workload(
+    kind: str,
+    device: str,
+    model: str,
+    batch_size: int | None = None,
+    *,
+    dtype: str = precision.DEFAULT,
+    refuse: bool = True,
 ) -> workloads.Workload:
-    # unguarded: these report what a timing is refused for
+    """Unguarded: these figures report what a timing is refused for; by default the seed batch."""
+    batch_size = models.get(model).seed_batch_size if batch_size is None else batch_size
     workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
-    fallback.refuse(workload.label, workload.fallback_ops)
+    if refuse:
+        fallback.refuse(workload.label, workload.fallback_ops)
     return workload
+
+
+def _peak_mib(workload: workloads.Workload, index: int, missing: str) -> float:
+    """Peak MiB over one step: 0, live tensors (cpu: the largest RSS sample); 1, the driver's."""
+    if (peak := devices.peaks_over(workload.device, workload.step)[index]) is None:
+        raise skips.SkipNotImplemented(missing)
+    return peak / devices.MIB
+
+
+def peak_memory(workload: workloads.Workload) -> float:
+    reason = workload.device.no_reading_reason()
+    return _peak_mib(workload, 0, f"no {workload.device} memory reading: {reason}")
+
+
+def driver_memory(workload: workloads.Workload) -> float:
+    missing = f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
+    return _peak_mib(workload, 1, missing)
 
 
 # peak memory first: a settled workload's step
 CAPACITY: dict[str, measured.Figure] = {
-    "peak_memory": suite.peak_memory_mib,
+    "peak_memory": peak_memory,
     "throughput": suite.throughput,
     "joules_per_step": energy.joules_per_step,
 }
 
 
 def capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    return measured.measure(benchmark, keys, functools.partial(_capacity_workload, kind), CAPACITY)
+    return measured.measure(benchmark, keys, functools.partial(_workload, kind), CAPACITY)
 
 
 def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
-        return _capacity_workload(kind, device, model, models.get(model).seed_batch_size, dtype)
+        return _workload(kind, device, model, dtype=dtype)
 
-    return measured.measure(benchmark, keys, prepare, {"peak_memory": suite.peak_memory_mib})
-
-
-def driver_memory(workload: workloads.Workload) -> float:
-    if (driver := suite.memory_peaks(workload).driver) is None:
-        raise skips.SkipNotImplemented(
-            f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
-        )
-    return driver
+    return measured.measure(benchmark, keys, prepare, {"peak_memory": peak_memory})
 
 
 def accuracy_error(workload: workloads.Workload) -> float:
@@ -70,7 +88,6 @@ INSTRUMENTS: dict[str, measured.Figure] = {
 
 
 def instruments(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    def prepare(device: str, model: str) -> workloads.Workload:
-        return suite.prepare(kind, device, model, models.get(model).seed_batch_size, guarded=False)
-
+    # fallbacks are counted here, not refused
+    prepare = functools.partial(_workload, kind, refuse=False)
     return measured.measure(benchmark, keys, prepare, INSTRUMENTS)

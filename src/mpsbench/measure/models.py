@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,17 @@ class ModelSpec:
     )
     trains: bool = True
     modern: bool = False  # a modern model never changes the original classes' params
+
+    def refusal(self, kind: str) -> str | None:
+        """Why this model is not timed for ``kind`` (training or inference), or None."""
+        if kind == "inference" and self.trainable is not None:
+            return (
+                f"{self.name} differs from its base model in training only;"
+                " time its inference as bert_base"
+            )
+        if kind == "training" and not self.trains:
+            return f"{self.name} is an inference-only model; time its inference"
+        return None
 
     def unimportable(self) -> str | None:
         if missing := [package for package in self.requires if not _imports(package)]:
@@ -315,12 +326,15 @@ REGISTRY: dict[str, ModelSpec] = {
 }
 
 NAMES: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if not spec.modern)
-# a frozen encoder changes training only
-INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
+
+
+def timed_for(kind: str, names: Iterable[str] = REGISTRY) -> tuple[str, ...]:
+    return tuple(name for name in names if REGISTRY[name].refusal(kind) is None)
+
+
+INFERENCE_NAMES = timed_for("inference", NAMES)
 MODERN_INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
-MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
-    name for name in MODERN_INFERENCE_NAMES if REGISTRY[name].trains
-)
+MODERN_TRAINING_NAMES = timed_for("training", MODERN_INFERENCE_NAMES)
 
 
 def get(name: str) -> ModelSpec:

@@ -168,9 +168,7 @@ def epoch(
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
-    never = None
-    if kind == "inference" and model not in models.INFERENCE_NAMES:
-        never = f"{model} differs from its base model in training only"
+    never = models.get(model).refusal(kind)
     if device == "mps":
         ratio, env = devices.mps_high_watermark_ratio(), devices.MPS_WATERMARK_ENV
         limit = f"{env}={ratio}" if ratio is not None else f"{env} unset: torch's default"

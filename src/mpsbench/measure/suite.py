@@ -6,7 +6,6 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from mpsbench.core import errors, settings
 from mpsbench.measure import (
@@ -114,26 +113,6 @@ def guard(workload: workloads.Workload) -> None:
 
 def throughput(workload: workloads.Workload) -> float:
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
-
-
-class MemoryPeaks(NamedTuple):
-    """Over one step, in MiB; None where the device keeps no such counter."""
-
-    allocated: float | None  # live tensors; cpu: the largest RSS sample
-    driver: float | None  # caches included
-
-
-def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
-    peaks = devices.peaks_over(workload.device, workload.step)
-    return MemoryPeaks(*(None if peak is None else peak / devices.MIB for peak in peaks))
-
-
-def peak_memory_mib(workload: workloads.Workload) -> float:
-    if (allocated := memory_peaks(workload).allocated) is None:
-        raise skips.SkipNotImplemented(
-            f"no {workload.device} memory reading: {workload.device.no_reading_reason()}"
-        )
-    return allocated
 
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:

@@ -142,13 +142,7 @@ def build(
     precision.check_name(dtype)
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
-    if kind == "inference" and spec.trainable is not None:
-        raise WorkloadError(
-            f"{model} differs from its base model in training only; time its inference as bert_base"
-        )
-    if kind == "training" and not spec.trains:
-        raise WorkloadError(f"{model} is an inference-only model; time its inference")
-    if reason := spec.unimportable():
+    if reason := spec.refusal(kind) or spec.unimportable():
         raise WorkloadError(reason)
     return Workload(kind, device, spec, batch_size, dtype, compiled)
 

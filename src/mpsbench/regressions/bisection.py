@@ -70,16 +70,10 @@ def _cheapest(candidates: int) -> tuple[float, int]:
     place of the first bad build alike likely)."""
     return min(
         (
-            (_cost(candidates, _spaced(candidates, most)), most)
+            (_cost(candidates, nightlies.spread(range(candidates), most, int)), most)
             for most in range(1, min(candidates, MOST_PROBES) + 1)
         ),
         default=(0.0, 0),
-    )
-
-
-def _spaced(candidates: int, most: int) -> list[int]:
-    return sorted(
-        {(index + 1) * (candidates + 1) // (most + 1) - 1 for index in range(most)} - {-1}
     )
 
 
@@ -93,7 +87,7 @@ def _cost(candidates: int, measured: list[int]) -> float:
 
 def probes(candidates: list[str]) -> list[str]:
     """The evenly spaced candidates whose number makes the whole search cheapest."""
-    return [candidates[index] for index in _spaced(len(candidates), _cheapest(len(candidates))[1])]
+    return nightlies.spread(candidates, _cheapest(len(candidates))[1], int)
 
 
 def search(

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import TypeVar
 
 from mpsbench.builds import history, resolve
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import fresh
+
+T = TypeVar("T")
 
 DEFAULT = 3  # a binary search over three builds is two steps
 PREFIX = "bisect-"
@@ -23,12 +27,13 @@ def day(build: mf.Build) -> date:
     return date(*map(int, found.groups())) if found else build.when().date()
 
 
-def spread(dates: list[str], count: int) -> list[str]:
-    """At most ``count`` of ``dates``, cutting them into ``count + 1`` equal runs."""
-    if len(dates) <= count:
-        return list(dates)
-    picks = {round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)}
-    return [dates[position] for position in sorted(picks)]
+def spread(items: Sequence[T], count: int, rounding: Callable[[float], int] = round) -> list[T]:
+    """At most ``count`` of ``items``, cutting them into ``count + 1`` equal runs; ``rounding``
+    places a cut."""
+    if len(items) <= count:
+        return list(items)
+    ends = {rounding((pick + 1) * (len(items) + 1) / (count + 1)) - 1 for pick in range(count)}
+    return [items[position] for position in sorted(ends)]
 
 
 def channel_name(good: str) -> str:

@@ -51,46 +51,32 @@ class Verdict:
         return self.decision.exit_status
 
 
-def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[int]:
-    return sorted({min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds})
-
-
-def early_looks(min_rounds: int = MIN_ROUNDS) -> list[int]:
-    return list(range(EARLIEST, min_rounds)) if min_rounds <= MIN_ROUNDS else []
-
-
-def extra_looks(max_rounds: int = MAX_ROUNDS) -> list[int]:
-    return list(range(max_rounds + EXTRA_EVERY, EXTRA_TIMES * max_rounds + 1, EXTRA_EVERY))
-
-
-def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    extra = bool(extra_looks(max_rounds))
-    return ALPHA - EARLY_ALPHA * len(early_looks(min_rounds)) - EXTRA_ALPHA * extra
-
-
-def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Each planned look's level: the first what disjoint sides need (at most half), the others
-    share the rest (weighted Bonferroni)."""
-    first, *rest = looks(min_rounds, max_rounds)
-    total = planned_alpha(min_rounds, max_rounds)
-    if not rest:
-        return {first: total}
-    level = min(total / 2, FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds))
-    return {first: level, **dict.fromkeys(rest, (total - level) / len(rest))}
-
-
 def schedule(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Every look, early, planned and extra, with its level; the levels sum to ALPHA."""
-    extra = extra_looks(max_rounds)
+    """Every look (early, planned, extra) with its level, summing to ALPHA; the planned ones share
+    what the others leave, the first what disjoint sides need (at most half), the rest alike
+    (weighted Bonferroni)."""
+    early = range(EARLIEST, min_rounds) if min_rounds <= MIN_ROUNDS else range(0)
+    extra = range(max_rounds + EXTRA_EVERY, EXTRA_TIMES * max_rounds + 1, EXTRA_EVERY)
+    planned = {min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds}
+    first, *rest = sorted(planned)
+    total = ALPHA - EARLY_ALPHA * len(early) - EXTRA_ALPHA * bool(extra)
+    try:
+        reachable = FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds)
+    except OverflowError:  # from 515 rounds the smallest p is below any float
+        reachable = 0.0
+    level = min(total / 2, reachable) if rest else total
     return {
-        **dict.fromkeys(early_looks(min_rounds), EARLY_ALPHA),
-        **alphas(min_rounds, max_rounds),
+        **dict.fromkeys(early, EARLY_ALPHA),
+        first: level,
+        **dict.fromkeys(rest, (total - level) / max(1, len(rest))),
         **dict.fromkeys(extra, EXTRA_ALPHA / max(1, len(extra))),
     }
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    return min(alphas(min_rounds, max_rounds).values())
+    """The smallest level of a planned look."""
+    levels = schedule(min_rounds, max_rounds).items()
+    return min(level for look, level in levels if min_rounds <= look <= max_rounds)
 
 
 def fast_mode(values: list[float]) -> float:
