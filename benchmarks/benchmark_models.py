@@ -9,9 +9,11 @@ import functools
 
 from mpsbench.measure import devices, energy, fallback, figures, measured, models, suite
 
+from .common import _TimedSteps
 
-class _StepBenchmark(suite.TimedSteps):
-    """Training's and Inference's setup (benchmark_modern's too); the timed step is TimedSteps'.
+
+class _StepBenchmark(_TimedSteps):
+    """Training's and Inference's setup (benchmark_modern's too); the timed step is _TimedSteps'.
 
     ``setup`` refuses combinations whose numbers would mislead: ops
     that fell back to the cpu during warm-up, or GPU results that disagree

@@ -9,6 +9,8 @@ lists them. ``mpsbench ops-rank`` ranks the ops by slowdown between two runs.
 
 from mpsbench.measure import devices, measured, ops, suite
 
+from .common import StepTimer
+
 
 class _OpBenchmark:
     """Shared by every op class: params, setup and the timed body.
@@ -34,7 +36,7 @@ class _OpBenchmark:
             suite.selected(type(self).__name__, *args)
             self.case = ops.prepare(*args, self.training)
             self.calls = self.case.calls_per_sample
-            self.timer = suite.StepTimer(self.calls)
+            self.timer = StepTimer(self.calls)
 
     def _time_calls(self):
         self.case.run(self.calls)

@@ -6,8 +6,10 @@ dtype is applied, what skips and what fails: docs/explanation/instruments.md, Pr
 
 from mpsbench.measure import devices, figures, measured, models, precision, suite
 
+from .common import _TimedSteps
 
-class _PrecisionStep(suite.TimedSteps):
+
+class _PrecisionStep(_TimedSteps):
     """Shared by TrainingPrecision and InferencePrecision; per-step times as in benchmark_models."""
 
     kind: str  # "training" or "inference": each subclass says which
