@@ -6,12 +6,13 @@ loading was the bottleneck. See src/mpsbench/measure/epoch.py for the loop and h
 wait for data is told apart from compute, and docs/explanation/workloads.md for the sizes.
 """
 
-from mpsbench.measure import devices, epoch, measured, suite
+from mpsbench.measure import devices, epoch, suite
 
 from .benchmark_models import _measure_once
+from .common import Lookup
 
 
-class Epoch(measured.Lookup):
+class Epoch(Lookup):
     """Per phase (train, eval): median epoch time, images/s and fraction of it spent waiting for data.
 
     Every figure comes from one measurement per run in ``setup_cache`` (``epoch.EPOCHS_MEASURED`` epochs
@@ -39,9 +40,7 @@ class Epoch(measured.Lookup):
 
     def setup(self, readings, device, model, batch_size, num_workers, dataset, phase):
         suite.selected(type(self).__name__, device, model, batch_size, num_workers, dataset, phase)
-        self.phase = measured.family(readings, self.kind).lookup(
-            (device, model, batch_size, num_workers, dataset), phase
-        )
+        self.phase = self.figure(readings, (device, model, batch_size, num_workers, dataset), phase)
 
     def track_epoch_seconds(self, readings, device, model, batch_size, num_workers, dataset, phase):
         """Wall time of one epoch of the phase's split: from iter(loader) to the last step's end."""

@@ -9,9 +9,11 @@ import functools
 
 from mpsbench.measure import devices, energy, fallback, figures, measured, models, suite
 
+from .common import _PeakMemory, _TimedSteps, measuring
 
-class _StepBenchmark(suite.TimedSteps):
-    """Training's and Inference's setup (benchmark_modern's too); the timed step is TimedSteps'.
+
+class _StepBenchmark(_TimedSteps):
+    """Training's and Inference's setup (benchmark_modern's too); the timed step is _TimedSteps'.
 
     ``setup`` refuses combinations whose numbers would mislead: ops
     that fell back to the cpu during warm-up, or GPU results that disagree
@@ -68,15 +70,13 @@ def _measure_once():
         epoch,
     )  # torch at import: a capacity lookup's process never needs it
 
-    return measured.measure_families(
-        {
-            "epoch": functools.partial(epoch.measure_selection, "Epoch"),
-            **measured.kind_families(figures.capacity, TrainingCapacity, InferenceCapacity),
-        }
-    )
+    families = {"epoch": functools.partial(epoch.measure_selection, "Epoch")}
+    for benchmark in (TrainingCapacity, InferenceCapacity):
+        families[benchmark.kind] = measuring(figures.capacity, benchmark, benchmark.kind)
+    return measured.measure_families(families)
 
 
-class _Capacity(measured.PeakMemory):
+class _Capacity(_PeakMemory):
     """Throughput, peak memory and energy per step of the same combinations as the step timings.
 
     One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.figures): on a GPU two
@@ -88,17 +88,18 @@ class _Capacity(measured.PeakMemory):
         _measure_once  # one key for both classes and Epoch: asv keys a cache by where it is defined
     )
 
-    track_throughput = measured.track(
-        "throughput",
-        "samples/s",
-        "Samples per second: batch size over the median step time of several calls.",
-    )
-    track_joules_per_step = measured.track(
-        "joules_per_step",
-        energy.UNIT,
-        "Energy per step, in joules: the device's energy counter over at least a second of steps"
-        " (docs/explanation/instruments.md).",
-    )
+    def track_throughput(self, readings, device, model, batch_size):
+        """Samples per second: batch size over the median step time of several calls."""
+        return self.figure(readings, (device, model, batch_size), "throughput")
+
+    track_throughput.unit = "samples/s"
+
+    def track_joules_per_step(self, readings, device, model, batch_size):
+        """Energy per step, in joules: the device's energy counter over at least a second of steps
+        (docs/explanation/instruments.md)."""
+        return self.figure(readings, (device, model, batch_size), "joules_per_step")
+
+    track_joules_per_step.unit = energy.UNIT
 
 
 class TrainingCapacity(_Capacity):

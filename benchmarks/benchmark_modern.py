@@ -8,6 +8,7 @@ steps and their guards are the seeds'. ``LlmPrefill`` and ``LlmDecode`` time the
 from mpsbench.measure import devices, llm, models, suite
 
 from .benchmark_models import _StepBenchmark
+from .common import StepTimer
 
 
 class ModernTraining(_StepBenchmark):
@@ -63,9 +64,8 @@ class LlmDecode(_Generation):
 
     def setup(self, device, model):
         super().setup(device, model)
-        self.timer = suite.StepTimer(
-            llm.NEW_TOKENS
-        )  # asv's clock divided by the tokens: seconds per token
+        # asv's clock divided by the tokens: seconds per token
+        self.timer = StepTimer(llm.NEW_TOKENS)
         self.token, self.cache = self.generation.prefill()
         self.generation.device.synchronize()
 

@@ -9,6 +9,8 @@ lists them. ``mpsbench ops-rank`` ranks the ops by slowdown between two runs.
 
 from mpsbench.measure import devices, measured, ops, suite
 
+from .common import MEASURING_TIMEOUT, StepTimer, measuring
+
 
 class _OpBenchmark:
     """Shared by every op class: params, setup and the timed body.
@@ -34,7 +36,7 @@ class _OpBenchmark:
             suite.selected(type(self).__name__, *args)
             self.case = ops.prepare(*args, self.training)
             self.calls = self.case.calls_per_sample
-            self.timer = suite.StepTimer(self.calls)
+            self.timer = StepTimer(self.calls)
 
     def _time_calls(self):
         self.case.run(self.calls)
@@ -42,10 +44,15 @@ class _OpBenchmark:
 
 
 class _ForwardOps(_OpBenchmark):
-    """The forward of one op; its class's ``track_`` is the op's work per second (``_throughput``)."""
+    """The forward of one op; its class's ``track_`` is the op's work per second (``throughput``)."""
 
     def time_forward(self, device, op, dtype, size):
         self._time_calls()
+
+    def throughput(self, readings, *params):
+        """The op's work (docs/reference/ops.md) over the median time of one call across several samples, read from
+        the one measuring process (``_measure_throughputs``); its process never starts the device or imports torch."""
+        return measured.family(readings, type(self).__name__).lookup(params, "throughput")
 
 
 @measured.deferred
@@ -55,7 +62,7 @@ def _measure_throughputs():
     importing torch too."""
     return measured.measure_families(
         {
-            benchmark.__name__: measured.of(benchmark, forward_throughputs)
+            benchmark.__name__: measuring(forward_throughputs, benchmark)
             for benchmark in (ComputeBoundOps, MemoryBoundOps)
         }
     )
@@ -74,37 +81,31 @@ def forward_throughputs(benchmark, keys):
     return table
 
 
-def _throughput(unit):
-    """A ``track_``: the op's work (docs/reference/ops.md) over the median time of one call across several samples, read from
-    the one measuring process (``_measure_throughputs``); its process never starts the device or imports torch."""
-
-    def track(self, readings, device, op, dtype, size):
-        return measured.family(readings, type(self).__name__).lookup(
-            (device, op, dtype, size), "throughput"
-        )
-
-    track.unit = unit
-    track.setup_cache = (
-        _measure_throughputs  # asv: this benchmark's setup and body get the readings first
-    )
-    track.timeout = (
-        measured.MEASURING_TIMEOUT
-    )  # the first one measures every op (asv: the function's attributes first)
-    return track
-
-
 class ComputeBoundOps(_ForwardOps):
     """Forward of the compute-bound ops (matmul, linear, conv2d, attention), with GFLOP/s."""
 
     params = (devices.NAMES, ops.COMPUTE_NAMES, ops.DTYPES, ops.SIZES)
-    track_gflops = _throughput(ops.GFLOPS)  # forward FLOPs
+
+    def track_gflops(self, readings, device, op, dtype, size):  # forward FLOPs
+        return self.throughput(readings, device, op, dtype, size)
+
+    track_gflops.unit = ops.GFLOPS
+    # asv reads a benchmark's function attributes first: only the track_ rows get the readings
+    track_gflops.setup_cache = _measure_throughputs
+    track_gflops.timeout = MEASURING_TIMEOUT  # the first one measures every op
 
 
 class MemoryBoundOps(_ForwardOps):
     """Forward of the memory-bound ops (norms, elementwise, reductions, indexing, copies), with GB/s."""
 
     params = (devices.NAMES, ops.MEMORY_NAMES, ops.DTYPES, ops.SIZES)
-    track_gbps = _throughput(ops.GBPS)  # compulsory bytes
+
+    def track_gbps(self, readings, device, op, dtype, size):  # compulsory bytes
+        return self.throughput(readings, device, op, dtype, size)
+
+    track_gbps.unit = ops.GBPS
+    track_gbps.setup_cache = _measure_throughputs  # as track_gflops'
+    track_gbps.timeout = MEASURING_TIMEOUT
 
 
 class ForwardBackwardOps(_OpBenchmark):

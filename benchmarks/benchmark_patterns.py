@@ -10,21 +10,23 @@ patterns: docs/explanation/workloads.md, their tolerances docs/explanation/instr
 
 from mpsbench.measure import correctness, devices, leak, measured, tolerances
 
+from .common import Lookup, measuring
+
 
 @measured.deferred
 def _measure_patterns():
     """The setup_cache of every class here: their first lookup measures every family (mpsbench.measure.measured)."""
     return measured.measure_families(
         {
-            "correctness": measured.of(Correctness, correctness.measure),
-            "reported": measured.of(ReportedCorrectness, correctness.measure_reported),
-            "determinism": measured.of(Determinism, correctness.measure_determinism),
-            "leaks": measured.of(LeakPatterns, leak.measure_patterns),
+            "correctness": measuring(correctness.measure, Correctness),
+            "reported": measuring(correctness.measure_reported, ReportedCorrectness),
+            "determinism": measuring(correctness.measure_determinism, Determinism),
+            "leaks": measuring(leak.measure_patterns, LeakPatterns),
         }
     )
 
 
-class Correctness(measured.Lookup):
+class Correctness(Lookup):
     """Relative error of each pattern on each device and dtype against float64 on the cpu."""
 
     kind = "correctness"  # its family in the shared setup_cache
@@ -35,14 +37,14 @@ class Correctness(measured.Lookup):
         _measure_patterns  # one key for every class here: asv keys a cache by where it is defined
     )
 
-    track_relative_error = measured.track(
-        "relative_error",
-        tolerances.ERROR_UNIT,
-        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/explanation/instruments.md.",
-    )
+    def track_relative_error(self, readings, device, pattern, dtype):
+        """max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/explanation/instruments.md."""
+        return self.figure(readings, (device, pattern, dtype), "relative_error")
+
+    track_relative_error.unit = tolerances.ERROR_UNIT
 
 
-class ReportedCorrectness(measured.Lookup):
+class ReportedCorrectness(Lookup):
     """The calls of the 2025-2026 reports, each in the dtypes its report showed wrong: the worst call's error.
 
     Identical calls back to back, then unrelated work (other sizes allocated, used and freed), then one more
@@ -55,14 +57,15 @@ class ReportedCorrectness(measured.Lookup):
     version = "1"
     setup_cache = _measure_patterns
 
-    track_relative_error = measured.track(
-        "relative_error",
-        tolerances.ERROR_UNIT,
-        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/explanation/instruments.md.",
-    )
+    def track_relative_error(self, readings, device, pattern, dtype):
+        """Largest max|device - reference| / max|reference| over the calls; tolerance per dtype:
+        docs/explanation/instruments.md."""
+        return self.figure(readings, (device, pattern, dtype), "relative_error")
+
+    track_relative_error.unit = tolerances.ERROR_UNIT
 
 
-class Determinism(measured.Lookup):
+class Determinism(Lookup):
     """Every pattern's identical calls on identical inputs, before and after unrelated work: bit-identical or not."""
 
     kind = "determinism"
@@ -71,14 +74,14 @@ class Determinism(measured.Lookup):
     version = "1"
     setup_cache = _measure_patterns
 
-    track_largest_difference = measured.track(
-        "largest_difference",
-        tolerances.DIFFERENCE_UNIT,
-        "max|call - first call| / max|first call| over the later calls: 0 when every call is bit-identical.",
-    )
+    def track_largest_difference(self, readings, device, pattern, dtype):
+        """max|call - first call| / max|first call| over the later calls: 0 when every call is bit-identical."""
+        return self.figure(readings, (device, pattern, dtype), "largest_difference")
+
+    track_largest_difference.unit = tolerances.DIFFERENCE_UNIT
 
 
-class LeakPatterns(measured.Lookup):
+class LeakPatterns(Lookup):
     """Memory growth of each leak-prone loop, in MiB per 1,000 iterations (leak.py's least-squares slope)."""
 
     kind = "leaks"
@@ -87,8 +90,8 @@ class LeakPatterns(measured.Lookup):
     version = "1"
     setup_cache = _measure_patterns
 
-    track_growth = measured.track(
-        "growth",
-        "MiB/1000 iterations",
-        "About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS.",
-    )
+    def track_growth(self, readings, device, pattern):
+        """About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS."""
+        return self.figure(readings, (device, pattern), "growth")
+
+    track_growth.unit = "MiB/1000 iterations"

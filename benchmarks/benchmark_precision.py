@@ -6,8 +6,10 @@ dtype is applied, what skips and what fails: docs/explanation/instruments.md, Pr
 
 from mpsbench.measure import devices, figures, measured, models, precision, suite
 
+from .common import _PeakMemory, _TimedSteps, measuring
 
-class _PrecisionStep(suite.TimedSteps):
+
+class _PrecisionStep(_TimedSteps):
     """Shared by TrainingPrecision and InferencePrecision; per-step times as in benchmark_models."""
 
     kind: str  # "training" or "inference": each subclass says which
@@ -46,12 +48,15 @@ class InferencePrecision(_PrecisionStep):
 @measured.deferred
 def _measure_peak_memory():
     """The setup_cache of both capacity classes below: their first lookup measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(
-        figures.precision_capacity, TrainingPrecisionCapacity, InferencePrecisionCapacity
+    return measured.measure_families(
+        {
+            benchmark.kind: measuring(figures.precision_capacity, benchmark, benchmark.kind)
+            for benchmark in (TrainingPrecisionCapacity, InferencePrecisionCapacity)
+        }
     )
 
 
-class _PrecisionCapacity(measured.PeakMemory):
+class _PrecisionCapacity(_PeakMemory):
     """Peak memory of the same combinations, measured once per run in one ``setup_cache`` (see benchmark_models)."""
 
     version = "1"

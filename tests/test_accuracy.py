@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 import pytest
 import torch
 from benchmarks import benchmark_instruments
 
-from mpsbench.measure import accuracy, devices, figures, measured, suite, tolerances, workloads
+from mpsbench.measure import accuracy, devices, figures, suite, tolerances, workloads
 
 
 def test_relative_error_is_scaled_by_the_reference():
@@ -112,7 +113,7 @@ def test_wrong_results_fail_the_timing_with_the_measured_error(wrong_device):
 def test_the_instrument_reports_the_error_instead_of_failing(wrong_device):
     table = {
         "inference": figures.instruments(
-            "inference", "InferenceInstruments", measured.grid(devices.NAMES, ("lenet5",))
+            "inference", "InferenceInstruments", list(itertools.product(devices.NAMES, ("lenet5",)))
         )
     }
     bench = benchmark_instruments.InferenceInstruments()
@@ -142,7 +143,7 @@ def test_only_gpu_results_are_checked(device, checked):
 def test_the_cpu_has_no_accuracy_track():
     table = {
         "training": figures.instruments(
-            "training", "TrainingInstruments", measured.grid(devices.NAMES, ("lenet5",))
+            "training", "TrainingInstruments", list(itertools.product(devices.NAMES, ("lenet5",)))
         )
     }
     bench = benchmark_instruments.TrainingInstruments()

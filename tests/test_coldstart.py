@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_first_step_runs_in_a_fresh_interpreter_with_only_the_statement_timed():
     """What asv's ``timeraw_`` does with the pair: a new interpreter runs the setup, then times the statement once."""
-    statement, setup = suite.cold_start_code("training", "cpu", "mlp", 8)
+    statement, setup = benchmark_coldstart.TrainingColdStart().timeraw_first_step("cpu", "mlp")
     code = f"import timeit\nprint(timeit.timeit({statement!r}, {setup!r}, number=1))"
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -39,7 +39,7 @@ def test_the_first_step_runs_in_a_fresh_interpreter_with_only_the_statement_time
 
 
 def test_only_the_step_is_timed_the_build_is_setup():
-    statement, setup = suite.cold_start_code("inference", "cpu", "lenet5", 128)
+    statement, setup = benchmark_coldstart.InferenceColdStart().timeraw_first_step("cpu", "lenet5")
     assert statement == "first_step()"
     assert "suite.cold_first_step('inference', 'cpu', 'lenet5', 128)" in setup
 

@@ -8,10 +8,10 @@ import os
 
 import pytest
 import torch
-from benchmarks import benchmark_patterns
+from benchmarks import benchmark_patterns, common
 from torch.nn import functional
 
-from mpsbench.measure import correctness, isolated, measured, suite, tolerances
+from mpsbench.measure import correctness, isolated, suite, tolerances
 
 # Where each pattern's kernel lives, to put a wrong one there.
 KERNELS = {
@@ -70,7 +70,9 @@ def test_the_patterns_really_are_the_layouts_that_broke():
 def test_a_kernel_that_drops_strides_is_tracked_and_its_device_is_not_timed(monkeypatch, name):
     owner, attribute = KERNELS[name]
     monkeypatch.setattr(owner, attribute, _wrong(getattr(owner, attribute)))
-    readings = {"correctness": measured.of(benchmark_patterns.Correctness, correctness.measure)()}
+    readings = {
+        "correctness": common.measuring(correctness.measure, benchmark_patterns.Correctness)()
+    }
     tracked = benchmark_patterns.Correctness().track_relative_error(
         readings, "cpu", name, "float32"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import warnings
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 from benchmarks import benchmark_instruments, benchmark_models
 
 from mpsbench.core.errors import UserError
-from mpsbench.measure import devices, fallback, figures, measured, models, suite
+from mpsbench.measure import devices, fallback, figures, models, suite
 
 # The warning of aten/src/ATen/mps/MPSFallback.mm as PyTorch releases have
 # printed it: the 1.12 text, the 1.13-2.0 text (with its typo), the current
@@ -137,7 +138,7 @@ def test_a_switch_neither_on_nor_off_is_refused_in_one_line(monkeypatch):
 def test_the_track_counts_the_ops_that_fell_back(falls_back):
     table = {
         "training": figures.instruments(
-            "training", "TrainingInstruments", measured.grid(devices.NAMES, ("mlp",))
+            "training", "TrainingInstruments", list(itertools.product(devices.NAMES, ("mlp",)))
         )
     }
     assert benchmark_instruments.TrainingInstruments().track_fallback_ops(table, "cpu", "mlp") == 1
@@ -146,7 +147,7 @@ def test_the_track_counts_the_ops_that_fell_back(falls_back):
 def test_a_real_cpu_workload_has_no_fallbacks():
     table = {
         "inference": figures.instruments(
-            "inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",))
+            "inference", "InferenceInstruments", list(itertools.product(devices.NAMES, ("mlp",)))
         )
     }
     assert benchmark_instruments.InferenceInstruments().track_fallback_ops(table, "cpu", "mlp") == 0

@@ -13,7 +13,7 @@ import torch
 from benchmarks import benchmark_instruments
 from tests import fakes
 
-from mpsbench.measure import devices, figures, leak, measured, models, suite, workloads
+from mpsbench.measure import devices, figures, leak, models, suite, workloads
 
 MIB = devices.MIB
 
@@ -225,7 +225,7 @@ def test_the_cpu_tracks_skip_driver_memory_and_report_a_flat_leak_slope(monkeypa
     )  # the asv track runs 200; the wiring is what is tested
     table = {
         "inference": figures.instruments(
-            "inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",))
+            "inference", "InferenceInstruments", list(itertools.product(devices.NAMES, ("mlp",)))
         )
     }
     bench = benchmark_instruments.InferenceInstruments()

@@ -8,9 +8,9 @@ import math
 
 import pytest
 import torch
-from benchmarks import benchmark_patterns
+from benchmarks import benchmark_patterns, common
 
-from mpsbench.measure import leak, measured
+from mpsbench.measure import leak
 
 
 def _keeps_a_mebibyte(device):
@@ -45,7 +45,7 @@ def test_every_pattern_is_tracked_on_the_cpu_in_the_full_sweep(monkeypatch):
     monkeypatch.setenv("MPSBENCH_FULL", "1")
     monkeypatch.setattr(leak, "PATTERN_ITERATIONS", 20)
     monkeypatch.setattr(leak, "PATTERN_WARM_UP", 5)
-    readings = {"leaks": measured.of(benchmark_patterns.LeakPatterns, leak.measure_patterns)()}
+    readings = {"leaks": common.measuring(leak.measure_patterns, benchmark_patterns.LeakPatterns)()}
     bench = benchmark_patterns.LeakPatterns()
     for name in leak.PATTERN_NAMES:
         assert math.isfinite(bench.track_growth(readings, "cpu", name))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import pickle
 
 import pytest
 import torch
-from benchmarks import benchmark_models
+from benchmarks import benchmark_models, common
 
 from mpsbench.core.errors import UserError
-from mpsbench.measure import devices, figures, measured, models, selection, suite
+from mpsbench.measure import devices, epoch, figures, measured, models, selection, suite
 
 
 def _prepare(device, name):
@@ -39,7 +41,7 @@ def table():
         )
         return measured.measure(
             "StandIn",
-            measured.grid(["cpu"], ["ok", "absent", "broken", "huge", "unselected"]),
+            list(itertools.product(["cpu"], ["ok", "absent", "broken", "huge", "unselected"])),
             _prepare,
             FIGURES,
         )
@@ -86,7 +88,7 @@ def test_the_table_survives_asvs_pickling(table):
 
 
 def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
-    keys = measured.grid(devices.NAMES, ("mlp",), models.BATCH_SIZES)
+    keys = list(itertools.product(devices.NAMES, ("mlp",), models.BATCH_SIZES))
     table = {
         "inference": figures.capacity("inference", "InferenceCapacity", keys)
     }  # its part of setup_cache
@@ -198,26 +200,28 @@ def test_the_classes_that_share_a_measuring_pass_share_asvs_setup_cache_and_the_
     assert len(ops_pass) == 1 and keys["ComputeBoundOps"] == ops_pass
     assert models_pass != ops_pass
     assert (
-        found["benchmark_ops.MemoryBoundOps.track_gbps"].timeout == measured.MEASURING_TIMEOUT
+        found["benchmark_ops.MemoryBoundOps.track_gbps"].timeout == common.MEASURING_TIMEOUT
     )  # it may measure
 
 
-def test_measure_kinds_measures_each_class_over_every_combination_of_its_params():
-    readings = measured.measure_kinds(
-        lambda kind, benchmark, keys: (kind, benchmark, keys),
-        benchmark_models.TrainingCapacity,
-        benchmark_models.InferenceCapacity,
-    )
+def test_the_capacity_setup_cache_measures_each_class_over_every_combination_of_its_params(
+    monkeypatch,
+):
+    monkeypatch.setattr(figures, "capacity", lambda kind, benchmark, keys: (kind, benchmark, keys))
+    monkeypatch.setattr(epoch, "measure_selection", lambda benchmark: benchmark)
+    readings = inspect.unwrap(benchmark_models._measure_once)()
+    assert list(readings) == ["epoch", "training", "inference"]  # the epochs first
     assert readings == {
+        "epoch": "Epoch",
         "training": (
             "training",
             "TrainingCapacity",
-            measured.grid(devices.NAMES, models.NAMES, models.BATCH_SIZES),
+            list(itertools.product(devices.NAMES, models.NAMES, models.BATCH_SIZES)),
         ),
         "inference": (
             "inference",
             "InferenceCapacity",
-            measured.grid(devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES),
+            list(itertools.product(devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)),
         ),
     }
 
@@ -226,7 +230,7 @@ def test_each_measured_state_is_handed_back_by_release_unless_the_caller_says_ho
     monkeypatch.setitem(selection.RULES, "StandIn", lambda device, name: None)
     released, handed = [], []
     monkeypatch.setattr(measured, "release", released.append)
-    keys = measured.grid(["cpu"], ["ok", "absent", "fine"])
+    keys = list(itertools.product(["cpu"], ["ok", "absent", "fine"]))
     measured.measure("StandIn", keys, _prepare, {"length": len})
     assert released == [
         "cpu",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from benchmarks import benchmark_ops
+from benchmarks import benchmark_ops, common
 from tools import ops_table
 
 from mpsbench.core.errors import UserError
@@ -408,7 +408,7 @@ def test_a_class_times_k_calls_per_sample_and_reports_per_call(monkeypatch):
     bench = benchmark_ops.MemoryBoundOps()
     bench.setup("cpu", "mul", "float32", "medium")
     assert bench.calls == 20
-    assert isinstance(bench.timer, suite.StepTimer) and bench.timer.steps_per_call == 20
+    assert isinstance(bench.timer, common.StepTimer) and bench.timer.steps_per_call == 20
     calls = []
     monkeypatch.setattr(bench.case, "forward", lambda: calls.append(1))
     bench.time_forward("cpu", "mul", "float32", "medium")

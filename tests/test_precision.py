@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import re
 import warnings
 
@@ -16,7 +17,6 @@ from mpsbench.measure import (
     correctness,
     devices,
     figures,
-    measured,
     models,
     ops,
     precision,
@@ -80,7 +80,7 @@ def test_the_asv_class_times_a_reduced_precision_step_on_cpu(monkeypatch):
     bench.setup("cpu", "mlp", "bfloat16")
     bench.time_step("cpu", "mlp", "bfloat16")
     assert bench.workload.batch_size == 8  # the seed batch size
-    keys = measured.grid(devices.NAMES, ("mlp",), precision.NAMES)
+    keys = list(itertools.product(devices.NAMES, ("mlp",), precision.NAMES))
     table = {"training": figures.precision_capacity("training", "TrainingPrecisionCapacity", keys)}
     assert (
         benchmark_precision.TrainingPrecisionCapacity().track_peak_memory(

@@ -5,14 +5,15 @@ from __future__ import annotations
 import types
 
 import pytest
+from benchmarks import common
 
 from mpsbench.core import settings
 from mpsbench.measure import devices, figures, suite, workloads
 
 
 def test_step_timer_divides_the_clock_by_the_steps_per_call(monkeypatch):
-    monkeypatch.setattr(suite.time, "perf_counter", lambda: 10.0)
-    assert suite.StepTimer(20)() == 0.5
+    monkeypatch.setattr(common.time, "perf_counter", lambda: 10.0)
+    assert common.StepTimer(20)() == 0.5
 
 
 def test_prepare_builds_once_and_caches_across_setup_calls():
@@ -27,7 +28,7 @@ def test_compare_and_bisect_time_a_cpu_row_one_step_a_call_and_a_gpu_row_as_reco
     gpu = types.SimpleNamespace(
         device=devices.Device.CUDA, spec=cpu.spec
     )  # only what ready() reads
-    timed = suite.TimedSteps()
+    timed = common._TimedSteps()
     for workload in (cpu, gpu):
         timed.ready(workload)  # type: ignore[arg-type]
         assert (

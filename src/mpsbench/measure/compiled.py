@@ -34,7 +34,3 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {what}") from exc
     finally:  # the kernels are loaded; asv's forks skip atexit
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def compile_seconds(workload: workloads.Workload) -> float | None:
-    return workload.first_step_seconds  # prepare warmed it up

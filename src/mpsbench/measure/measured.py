@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
-import itertools
 import pickle
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -90,13 +89,6 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
     return Outcome(value, None if value is not None else f"{key[0]} keeps no reading for {name}")
 
 
-def grid(*axes: Iterable[Any]) -> list[Key]:
-    return list(itertools.product(*axes))
-
-
-MEASURING_TIMEOUT = 6 * 3600  # any lookup may measure the whole sweep
-
-
 @dataclass(frozen=True)
 class Deferred:
     """A setup_cache's result; the first lookup measures (asv's process would import torch again)."""
@@ -146,44 +138,3 @@ def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
         )
     found = families[name]
     return found.get() if isinstance(found, Outcome) else found
-
-
-class Lookup:
-    """A class whose ``track_`` methods look up a shared setup_cache's figures."""
-
-    kind: str
-    rounds = 1  # a second would read the same cache
-    timeout = MEASURING_TIMEOUT
-
-
-def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
-    def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
-        value: float = family(readings, self.kind).lookup(params, figure)
-        return value
-
-    track_figure.unit = unit  # type: ignore[attr-defined]
-    track_figure.__doc__ = doc
-    return track_figure
-
-
-class PeakMemory(Lookup):
-    track_peak_memory = track(
-        "peak_memory",
-        "MiB",
-        "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample).",
-    )
-
-
-MeasureKind = Callable[[str, str, list[Key]], Table]
-
-
-def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
-    return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
-
-
-def kind_families(measure_kind: MeasureKind, *benchmarks: Any) -> dict[str, Callable[[], Any]]:
-    return {b.kind: of(b, functools.partial(measure_kind, b.kind)) for b in benchmarks}
-
-
-def measure_kinds(measure_kind: MeasureKind, *benchmarks: Any) -> dict[str, Any]:
-    return measure_families(kind_families(measure_kind, *benchmarks))

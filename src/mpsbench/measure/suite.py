@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mpsbench.core import errors, settings
+from mpsbench.core import errors
 from mpsbench.measure import (
     accuracy,
     correctness,
@@ -21,34 +20,6 @@ from mpsbench.measure import (
 )
 
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
-
-
-@dataclass
-class StepTimer:
-    """asv ``timer`` for bodies that loop k steps: the clock over k."""
-
-    steps_per_call: int
-
-    def __call__(self) -> float:
-        return time.perf_counter() / self.steps_per_call
-
-
-class TimedSteps:
-    """k steps and one synchronize a call; one step on the cpu under settings.SINGLE_STEPS."""
-
-    workload: workloads.Workload
-
-    def ready(self, workload: workloads.Workload) -> None:
-        single = workload.device is devices.Device.CPU and settings.flag(settings.SINGLE_STEPS)
-        self.workload, self.steps = workload, 1 if single else workload.spec.steps_per_call
-        self.timer = StepTimer(self.steps)
-
-    def time_step(self, *params: object) -> None:
-        """Median time of one step."""
-        workload = self.workload
-        with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):
-            workload.run(self.steps)
-            workload.device.synchronize()  # the clock stops when the device is done
 
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
@@ -113,13 +84,6 @@ def guard(workload: workloads.Workload) -> None:
 
 def throughput(workload: workloads.Workload) -> float:
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
-
-
-def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
-    """An asv ``timeraw_`` (statement, setup) timing only the first step."""
-    arguments = ", ".join(map(repr, (kind, device, model, batch_size)))
-    setup = f"from mpsbench.measure import suite\nfirst_step = suite.cold_first_step({arguments})"
-    return "first_step()", setup
 
 
 def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
