@@ -211,7 +211,9 @@ def test_a_model_whose_warm_up_fails_is_handed_back_and_never_reaches_capacity(
     assert suite.prepare("training", "cpu", "tiny_cnn", BATCH, guarded=False) is not stepped[0]
 
 
-def test_a_model_that_does_not_fit_is_built_once_for_all_its_loader_settings(stand_in, monkeypatch):
+def test_a_model_that_fails_to_build_is_built_once_for_all_its_loader_settings(
+    stand_in, monkeypatch
+):
     monkeypatch.setitem(
         selection.RULES,
         "StandIn",
@@ -220,18 +222,17 @@ def test_a_model_that_does_not_fit_is_built_once_for_all_its_loader_settings(sta
         ),
     )
     built = []
-    reason = "tiny_cnn at batch 8 does not fit in cpu memory: out of memory"
 
-    def prepare_out_of_memory(kind, device, model, batch_size, **options):
+    def failing_prepare(kind, device, model, batch_size, **options):
         built.append((device, model, batch_size))
-        raise suite.SkipNotImplemented(reason)
+        raise ValueError("the build broke")
 
-    monkeypatch.setattr(suite, "prepare", prepare_out_of_memory)
+    monkeypatch.setattr(suite, "prepare", failing_prepare)
     table = epoch.measure_selection("StandIn", epochs=1)
     assert built == [("cpu", "tiny_cnn", BATCH)]
     for workers in epoch.NUM_WORKERS:
         outcomes = table.figures[("cpu", "tiny_cnn", BATCH, workers, "tiny")].values()
-        assert {outcome.skipped for outcome in outcomes} == {reason}
+        assert {outcome.failed for outcome in outcomes} == {"ValueError: the build broke"}
 
 
 def test_an_epoch_whose_warm_up_fell_back_to_the_cpu_is_refused_as_capacity_is(

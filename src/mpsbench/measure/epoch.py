@@ -186,20 +186,20 @@ def measure(
 
 
 def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
-    """One model in memory at a time, kept for its loader settings; one that skipped is not rebuilt."""
-    skipped: dict[measured.Key, str] = {}  # a reason, not the exception: its frames hold memory
+    """One model in memory at a time, kept for its loader settings; one that failed is not rebuilt."""
+    failures: dict[measured.Key, Exception] = {}
 
     def phases(
         device: str, model: str, batch_size: int, num_workers: int, dataset: str
     ) -> dict[str, PhaseSummary]:
-        if reason := skipped.get((device, model, batch_size)):
-            raise suite.SkipNotImplemented(reason)  # running out of memory can be slow
+        if (failure := failures.get((device, model, batch_size))) is not None:
+            raise failure  # running out of memory can be slow: a Mac may swap first
         try:
             workload = suite.prepare("training", device, model, batch_size, guarded=False)
-        except suite.SkipNotImplemented as exc:
-            skipped[device, model, batch_size] = str(exc)
+            fallback.refuse(workload.label, workload.fallback_ops)
+        except Exception as exc:
+            failures[device, model, batch_size] = exc
             raise
-        fallback.refuse(workload.label, workload.fallback_ops)
         split_loaders = loaders(workload, dataset, num_workers)
         warm_up(workload, cast(SyntheticImages, split_loaders["train"].dataset))
         return measure(workload, split_loaders, epochs)
