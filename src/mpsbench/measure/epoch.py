@@ -6,18 +6,17 @@ import dataclasses
 import functools
 import importlib
 import itertools
-import operator
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from mpsbench.core import errors
-from mpsbench.measure import devices, fallback, measured, models, suite, workloads
+from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
 from mpsbench.measure.optional_torch import torch
 
 if TYPE_CHECKING:
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import Dataset
 
     _MapStyle = Dataset[tuple[torch.Tensor, int]]
 else:  # subclassing Dataset would import torch here
@@ -119,65 +118,60 @@ def run_epoch(
     return PhaseSummary(images, seconds, images / seconds, waited / seconds)
 
 
-def loaders(
-    workload: workloads.Workload,
-    dataset: str,
-    num_workers: int,
-    multiprocessing_context: str | None = None,
-) -> dict[str, DataLoader[tuple[torch.Tensor, int]]]:
-    """Per phase, its split of ``dataset`` at the workload's batch; the train split shuffled."""
-    from torch.utils.data import DataLoader
+class EpochRunner:
+    def __init__(
+        self,
+        workload: workloads.Workload,
+        dataset: str,
+        num_workers: int,
+        multiprocessing_context: str | None = None,
+    ) -> None:
+        from torch.utils.data import DataLoader
 
-    size = DATASETS[errors.one_of("dataset", dataset, DATASETS)]
-    splits = make_datasets(size, workload.spec.num_classes)
-    return {
-        phase: DataLoader(
-            split,
-            batch_size=workload.batch_size,
-            shuffle=phase == "train",
-            num_workers=num_workers,
-            generator=torch.Generator().manual_seed(models.SEED),
-            multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
-        )
-        for phase, split in zip(PHASES, splits)
-    }
+        size = DATASETS[errors.one_of("dataset", dataset, DATASETS)]
+        self.workload = workload
+        self.train, self.test = make_datasets(size, workload.spec.num_classes)
+        self.loaders = {
+            phase: DataLoader(
+                split,
+                batch_size=workload.batch_size,
+                shuffle=split is self.train,
+                num_workers=num_workers,
+                generator=torch.Generator().manual_seed(models.SEED),
+                multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
+            )
+            for phase, split in zip(PHASES, (self.train, self.test))
+        }
 
+    def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
+        self.workload.batch = models.Batch({"input": inputs}, labels)
+        self.workload.step()
 
-def one_epoch(workload: workloads.Workload, phase: str, batches: Batches) -> PhaseSummary:
-    """The model in the phase's mode for the epoch, and back in training mode after."""
-
-    def train_step(inputs: torch.Tensor, labels: torch.Tensor) -> None:
-        workload.batch = models.Batch({"input": inputs}, labels)
-        workload.step()
-
-    def eval_step(inputs: torch.Tensor, labels: torch.Tensor) -> None:
+    def _eval_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
         with torch.inference_mode():
-            workload.spec.forward(workload.model, {"input": inputs})
+            self.workload.spec.forward(self.workload.model, {"input": inputs})
 
-    training = phase == "train"
-    workload.model.train(training)
-    try:
-        return run_epoch(batches, workload.device, train_step if training else eval_step)
-    finally:
-        workload.model.train()
+    def epoch(self, phase: str, loader: Batches | None = None) -> PhaseSummary:
+        training = phase == "train"
+        self.workload.model.train(training)
+        try:
+            step = self._train_step if training else self._eval_step
+            batches = loader if loader is not None else self.loaders[phase]
+            return run_epoch(batches, self.workload.device, step)
+        finally:
+            self.workload.model.train()
+
+    def warm_up(self) -> None:
+        # a last partial batch's kernels are chosen in the first epoch: the median absorbs it
+        from torch.utils.data import default_collate
+
+        items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
+        for phase in PHASES:
+            self.epoch(phase, [default_collate(items)])
 
 
-def warm_up(workload: workloads.Workload, train: SyntheticImages) -> None:
-    # a last partial batch's kernels are chosen in the first epoch: the median absorbs it
-    from torch.utils.data import default_collate
-
-    items = [train[index % len(train)] for index in range(workload.batch_size)]
-    for phase in PHASES:
-        one_epoch(workload, phase, [default_collate(items)])
-
-
-def measure(
-    workload: workloads.Workload, split_loaders: Mapping[str, Batches], epochs: int
-) -> dict[str, PhaseSummary]:
-    rounds = [
-        [one_epoch(workload, phase, split_loaders[phase]) for phase in PHASES]
-        for _ in range(epochs)
-    ]
+def measure(runner: EpochRunner, epochs: int) -> dict[str, PhaseSummary]:
+    rounds = [[runner.epoch(phase) for phase in PHASES] for _ in range(epochs)]
     medians = {}
     for phase, found in zip(PHASES, zip(*rounds)):
         images, *figures = zip(*map(dataclasses.astuple, found))
@@ -185,30 +179,37 @@ def measure(
     return medians
 
 
-def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
-    """One model in memory at a time, kept for its loader settings; one that failed is not rebuilt."""
-    failures: dict[measured.Key, Exception] = {}
-
-    def phases(
-        device: str, model: str, batch_size: int, num_workers: int, dataset: str
-    ) -> dict[str, PhaseSummary]:
-        if (failure := failures.get((device, model, batch_size))) is not None:
-            raise failure  # running out of memory can be slow: a Mac may swap first
-        try:
-            workload = suite.prepare("training", device, model, batch_size, guarded=False)
-            fallback.refuse(workload.label, workload.fallback_ops)
-        except Exception as exc:
-            failures[device, model, batch_size] = exc
-            raise
-        split_loaders = loaders(workload, dataset, num_workers)
-        warm_up(workload, cast(SyntheticImages, split_loaders["train"].dataset))
-        return measure(workload, split_loaders, epochs)
-
-    keys = itertools.product(devices.NAMES, MODELS, BATCH_SIZES, NUM_WORKERS, DATASET_NAMES)
-    figures = {phase: operator.itemgetter(phase) for phase in PHASES}
+def _measure_model(
+    device: str, model: str, batch_size: int, loaders: list[tuple[int, str]], epochs: int
+) -> dict[measured.Key, dict[str, measured.Outcome]]:
+    # one warmed-up model serves all its (num_workers, dataset) settings
+    figures = {}
     try:
-        # workloads.cached frees a model when the next one is built
-        return measured.measure(benchmark, keys, phases, figures, after_each=lambda device: None)
-    finally:
-        for device in devices.NAMES:  # the last model's, whichever device holds it
-            measured.release(device)
+        workload = suite.prepare("training", device, model, batch_size, guarded=False)
+        fallback.refuse(workload.label, workload.fallback_ops)
+        EpochRunner(workload, "tiny", 0).warm_up()
+    except Exception as exc:
+        failed = measured.outcome_of(exc)
+        return {(device, model, batch_size, *key): dict.fromkeys(PHASES, failed) for key in loaders}
+    for num_workers, dataset in loaders:
+        try:
+            phases = measure(EpochRunner(workload, dataset, num_workers), epochs)
+            found = {phase: measured.Outcome(value=value) for phase, value in phases.items()}
+        except Exception as exc:
+            found = dict.fromkeys(PHASES, measured.outcome_of(exc))
+        figures[device, model, batch_size, num_workers, dataset] = found
+    return figures
+
+
+def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
+    """One model in memory at a time."""
+    table = measured.Table()
+    for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
+        loaders = itertools.product(NUM_WORKERS, DATASET_NAMES)
+        key = (device, model, batch_size)
+        if selected := [x for x in loaders if selection.left_out(benchmark, *key, *x) is None]:
+            try:
+                table.figures.update(_measure_model(*key, selected, epochs))
+            finally:
+                measured.release(device)
+    return table
