@@ -86,12 +86,24 @@ def test_asv_check_passes(asv_run):
     assert "No problems found" in done.stdout
 
 
-def _rows(output: str) -> dict[tuple[str, ...], str]:
+class _Rows(dict[tuple[str, ...], str]):
+    """A missing row fails with asv's whole output, so a failure under load shows what asv printed."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__()
+        self.output = output
+
+    def __missing__(self, key: tuple[str, ...]) -> str:
+        raise AssertionError(f"no row {key} in asv's output:\n{self.output}")
+
+
+def _rows(output: str) -> _Rows:
     """Map (benchmark, device, model, batch) to asv's printed value."""
-    rows: dict[tuple[str, ...], str] = {}
+    rows = _Rows(output)
     current = ""
     for line in output.splitlines():
-        found = re.search(r"(\w+\.(?:time|track)_\w+)\s", line)  # asv may cut the module name short
+        # asv may cut the module name short, and ends the line at the name when it prints more after it
+        found = re.search(r"(\w+\.(?:time|track)_\w+)(?=\s|$)", line)
         if found:
             current = found.group(1)
             continue

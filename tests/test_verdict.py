@@ -168,10 +168,12 @@ def test_the_looks_spend_alpha_and_each_can_decide():
 
 
 def test_the_most_rounds_the_command_line_accepts_still_get_a_schedule():
-    # from 515 a side the first look's smallest p is below any float: that look cannot decide
+    # from 515 a side comb(2n, n) no longer converts to a float: the first look gets level 0, which the
+    # sampled test's smallest p, 1 / (1 + PERMUTATIONS), could not reach anyway
     for rounds in (514, 515, compare.MOST_ROUNDS):
         every = verdict.schedule(rounds, rounds)
         assert sum(every.values()) == pytest.approx(verdict.ALPHA)
+    assert 0 < verdict.schedule(514, 516)[514] < 1e-300
     assert verdict.schedule(515, 517)[515] == 0.0
 
 

@@ -62,7 +62,9 @@ def schedule(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict
     total = ALPHA - EARLY_ALPHA * len(early) - EXTRA_ALPHA * bool(extra)
     try:
         reachable = FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds)
-    except OverflowError:  # from 515 rounds the smallest p is below any float
+    except (
+        OverflowError
+    ):  # from 515 rounds comb() is past a float; a level that small decides nothing
         reachable = 0.0
     level = min(total / 2, reachable) if rest else total
     return {

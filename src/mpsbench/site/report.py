@@ -319,7 +319,7 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
             [
                 j["benchmark"],
                 Link("graph", f"../{j['graph']}"),
-                j["machine"],
+                j["machine"] or "",
                 j["verdict"],
                 f"{rule.change_ratio(j['before'], j['after']):.2f}x",
                 f"{j['old'][:8]}..{j['new'][:8]}" if j["old"] else j["new"][:8],
@@ -361,7 +361,8 @@ def build(
     site: Path | None = None,
     results: tp.Results | None = None,  # results_dir's, read already
 ) -> None:
-    results = results or tp.load(results_dir)
+    if results is None:
+        results = tp.load(results_dir)
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(
             f"{results_dir} holds no {asv.BENCHMARKS}: give the results directory itself"
