@@ -301,3 +301,47 @@ def test_on_cuda_the_correctness_rows_and_the_llama_generation_are_full_sweep_on
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
     assert selection.left_out("Correctness", "cuda", "sdpa_permuted", "float32") is None
     assert selection.left_out("LlmDecode", "cuda", "llama_small") is None
+
+
+ID_SUITE = """\
+def track_plain():
+    return []
+
+
+class Sweep:
+    params = ([1, 2], ["a", "b", "c"], [0.5, 2.5])
+    param_names = ["size", "kind", "scale"]
+
+    def track_combination(self, size, kind, scale):
+        return [size, kind, scale]
+"""
+
+
+def test_each_rows_benchmark_id_makes_asv_runner_run_that_rows_combination(tmp_path, monkeypatch):
+    """compare and bisect hand asv_runner the row's id: the params it runs under that id are the
+    row's (first, last and param-less rows alike)."""
+    from asv_runner.discovery import get_benchmark_from_name
+
+    root = tmp_path / "idsuite"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "bench_ids.py").write_text(ID_SUITE)
+    found = preselect.rows(preselect.discover(root))
+    assert len(found) == 1 + 2 * 3 * 2
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # asv_runner adds its importer
+    try:
+        ran = {}
+        for row in found:
+            benchmark = get_benchmark_from_name(str(root), row.benchmark_id)
+            ran[row.benchmark_id] = asv.combination(
+                benchmark.name, [repr(value) for value in benchmark.do_run()]
+            )
+    finally:
+        for name in [name for name in sys.modules if name.partition(".")[0] == root.name]:
+            del sys.modules[name]
+    assert ran == {row.benchmark_id: row.name for row in found}
+    assert {
+        "bench_ids.track_plain": "bench_ids.track_plain",
+        "bench_ids.Sweep.track_combination-0": "bench_ids.Sweep.track_combination(1, 'a', 0.5)",
+        "bench_ids.Sweep.track_combination-11": "bench_ids.Sweep.track_combination(2, 'c', 2.5)",
+    }.items() <= ran.items()

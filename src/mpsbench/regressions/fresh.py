@@ -28,6 +28,7 @@ SAMPLES = 10  # processes, not samples, carry the spread that decides
 REPEAT_A_SECOND = (SAMPLES, 200, 1.0)  # a cpu row's and a forked round's (docs/explanation/loop.md)
 FORKED_DEVICES = frozenset({"cuda"})  # where forked rounds' A/A matched spawned (loop.md)
 ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"
+DISCOVERED = "mpsbench-discovered"  # asv's environment's once whole (bin/python comes first)
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,7 @@ def name_builds(
         )
     round_process(None, os.environ)  # refuses a bad MPSBENCH_ROUND_PROCESS
     # params never depend on the build: asv's discovery in it would find the same
-    benchmarks = preselect.discover(args.suite.conf.benchmarks)
-    rows = {row.name: row for row in preselect.rows(benchmarks)}
+    rows = {row.name: row for row in preselect.rows(preselect.discover(args.suite.conf.benchmarks))}
     found = asv.matching(rows, [args.bench])
     if len(found) != 1:
         shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
@@ -124,7 +124,8 @@ class Session:
     def __init__(self, args: Options, builds: list[Named], chosen: preselect.Row) -> None:
         self.combination, self.benchmark_id = chosen.name, chosen.benchmark_id
         conf = args.suite.conf
-        self.root, self.benchmarks, self.thresholds = conf.root, conf.benchmarks, conf.thresholds
+        self.root, self.benchmarks = conf.root, conf.benchmarks
+        self.factor = rule.factor(conf.thresholds, chosen.name)
         self.timeline, self.log = args.suite.timeline_path.resolve(), args.log
         self.min_rounds, self.max_rounds = args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
@@ -155,10 +156,6 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise
 
-    @property
-    def factor(self) -> float:
-        return rule.factor(self.thresholds, self.combination)
-
     def __enter__(self) -> Session:
         # SIGTERM (a cancelled CI job) stops servers
         self._default_sigterm = signal.signal(
@@ -176,27 +173,34 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)
 
-    def check_bench(self, commit: str) -> str:
-        """The combination, once asv's environment exists: asv's discovery makes it, installing
-        ``commit``, and says why it cannot."""
+    def _discovered(self) -> bool:
         with contextlib.suppress(errors.UserError):  # no environment yet
-            asv.environment_python(self.config)
+            return (asv.environment_python(self.config).parents[1] / DISCOVERED).is_file()
+        return False
+
+    def check_bench(self, commit: str) -> str:
+        """The combination, once asv's discovery ended well in its environment: it makes that,
+        installing ``commit``, and says why it cannot."""
+        if self._discovered():  # no lock: it stays whole
             return self.combination
         options = ["--bench", "just-discover", "--show-stderr"]
         command = asv.run_command(
             self.config, self.machine, options, [commit], self.scratch / "hashes"
         )
-        # asv installs the build: one command at a time
         said = f"waiting for another compare or bisect in {self.root}"
         with files.lock(self.config.parent / "env", wait=lambda: log.info(said)):
+            if self._discovered():  # another session made it while this one waited
+                return self.combination
             printed, rc = run_logged(command, self.env, self.log)
-        if rc != 0 or not (self.scratch / "results" / "benchmarks.json").is_file():
-            lines = printed.strip().splitlines()
-            tail = [line.strip() for line in lines if "mpsbench: error:" in line][:1] or lines[-3:]
-            raise errors.UserError(
-                f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
-                + ("" if self.log else " (--log FILE keeps asv's whole output)")
-            )
+            if rc != 0 or not (self.scratch / "results" / "benchmarks.json").is_file():
+                lines = printed.strip().splitlines()
+                tail = [line.strip() for line in lines if "mpsbench: error:" in line][:1]
+                raise errors.UserError(
+                    f"asv could not discover the suite for {commit[:12]}:"
+                    f" {' | '.join(tail or lines[-3:])}"
+                    + ("" if self.log else " (--log FILE keeps asv's whole output)")
+                )
+            (asv.environment_python(self.config).parents[1] / DISCOVERED).touch()
         return self.combination
 
     def server(self, build: Named) -> servers.Server:
