@@ -205,7 +205,7 @@ def _filled_by_name(func: Any) -> set[str] | None:
         if kind is argparse.Namespace:
             return None
         if kind is Suite:
-            names |= {"config", "manifest", "timeline"}
+            names |= {"config", "manifest", "timeline", "suite_root"}  # cli.filled reads suite_root
         elif dataclasses.is_dataclass(kind):
             inner = _filled_by_name(kind)
             if inner is None:
