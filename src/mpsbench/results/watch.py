@@ -242,7 +242,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Build:
-    """A build's name, then builds.disk.Facts' fields in their order."""
+    """A build's name and builds.disk.Facts' fields, by name."""
 
     name: str
     need: int  # bytes its install adds to the build cache
