@@ -185,14 +185,22 @@ def bench(
         hashes = asv.write_hashfile(fleet.work / f"builds-{name}.txt", todo)
         run = asv.run_args([*quick, *(f"--bench={regex}" for regex in bench), hashes])
         record.check_meaning(run)
-        status = record.status(record.record(suite.conf, name, run, suite.disk(run)))
+        finished = list(record.record(suite.conf, name, run, suite.disk(run)))
+        status = record.status(finished)
+        # unattended, a night that skips a planned build must not pass as measured
+        if skipped := {done.step.commit: done.skipped for done in finished if done.skipped}:
+            log.error(
+                "not benchmarked: "
+                + "; ".join(f"{refs[commit]}: {why}" for commit, why in skipped.items())
+            )
+            status = max(status, record.BENCHMARKS_FAILED)
     else:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
     if dry_run:
         log.info("dry run: nothing was recorded")
         return status
     if status:
-        log.info("some benchmarks failed (see above): their results say which")
+        log.info("some builds were skipped or benchmarks failed (see above)")
     asked = alerts.Options((name,), summary=fleet.work / f"alert-{name}.md", confirm=confirm)
     return 1 if _alert(fleet, suite, asked) else status
 

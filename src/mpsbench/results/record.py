@@ -179,6 +179,7 @@ class Finished:
     build_done: bool  # its build's last step
     recorded: bool  # the build has values, not all held
     status: int
+    skipped: str = ""  # why its build was not installed: nothing was measured
 
 
 def status(finished: Iterable[Finished]) -> int:
@@ -228,7 +229,9 @@ def record(
         kept_out: list[held.Held] = []
         try:
             for number, step in enumerate(planned, 1):
+                last = number == len(planned) or planned[number].commit != step.commit
                 if not watching.begin(step):
+                    yield Finished(step, last, False, 0, watching.skipped[step.commit])
                     continue
                 code, held_now = runs.measure(step.commit, step.names)
                 if held_now:
@@ -238,7 +241,7 @@ def record(
                 began = time.monotonic()
                 yield Finished(
                     step,
-                    number == len(planned) or planned[number].commit != step.commit,
+                    last,
                     bool(recorded_names(results, machine, step.commit)),
                     BENCHMARKS_FAILED if code else 0,
                 )

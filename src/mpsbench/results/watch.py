@@ -286,7 +286,7 @@ class Watch:
             c: disk.builds.get(c) or Build(c[:8], 0, "unknown", True) for c in self.commits
         }
         self.installed = {commit for commit, build in self.builds.items() if build.installed}
-        self.skipped: set[str] = set()
+        self.skipped: dict[str, str] = {}  # commit: why
         self.cache_used = self._cache()
         self.expected = {n: estimates.combination(n) for s in self.steps for n in s.names}
         self.pace = Pace(self.expected)
@@ -438,7 +438,7 @@ class Watch:
                 " with room, and run again"
             )
         if why:
-            self.skipped.add(step.commit)
+            self.skipped[step.commit] = why
             log.warning(f"skipping {build.name}: {why}")
             return False
         self.index = self.steps.index(step)
