@@ -323,9 +323,11 @@ def test_a_night_whose_build_this_machine_cannot_install_fails_naming_it(tmp_pat
         MPSBENCH_PLATFORM="macos-arm64",
     )
     assert refused.returncode == 3  # record.BENCHMARKS_FAILED, as asv's failures
-    said = [line for line in refused.stderr.splitlines() if "not benchmarked: " in line]
+    said = [line for line in refused.stderr.splitlines() if "; skipped: " in line]
     assert len(said) == 1
-    assert "nightly@2026-11-20: this machine cannot install it: " in said[0]
+    assert (
+        "nightly@2026-11-20 (torch 2.15.0.dev20261120): this machine cannot install it: " in said[0]
+    )
     assert "pins no torch wheel" in said[0] and "macos-arm64" in said[0]
     assert not list((work / "results").glob("fleet-a/*-virtualenv-*.json"))
 
