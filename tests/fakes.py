@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import zipfile
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+
+import pytest
+
+from mpsbench.core.errors import UserError
 
 
 def make_wheel(
@@ -145,3 +151,18 @@ class Recorder:
             return result() if callable(result) else result
 
         return call
+
+
+# what builds.wheels and builds.resolve say when the index cannot be reached
+UNREACHABLE = ("cannot read the index page ", "pip cannot resolve ")
+
+
+@contextlib.contextmanager
+def skip_if_index_unreachable() -> Iterator[None]:
+    """Skips the test where PyPI's index cannot be reached; any other UserError fails it."""
+    try:
+        yield
+    except UserError as exc:
+        if not str(exc).startswith(UNREACHABLE):
+            raise
+        pytest.skip(f"PyPI's index is unreachable: {exc}")

@@ -236,3 +236,13 @@ def test_every_option_of_a_command_reaches_a_parameter_of_its_function_by_name()
         assert dests <= taken, (" ".join(words), sorted(dests - taken))
         checked += 1
     assert checked > 20
+
+
+def test_suite_root_names_the_config_only_for_a_command_without_config(tmp_path):
+    def takes(suite: Suite) -> Suite:
+        return suite
+
+    root = argparse.Namespace(suite_root=tmp_path)
+    assert cli.filled(takes, root).config_path == tmp_path / "asv.conf.json"
+    both = argparse.Namespace(suite_root=tmp_path, config=tmp_path / "own.json")
+    assert cli.filled(takes, both).config_path == tmp_path / "own.json"

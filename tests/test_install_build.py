@@ -16,7 +16,6 @@ from tests import fakes
 from mpsbench.builds import install_build, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv
-from mpsbench.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALLER = ROOT / "src" / "mpsbench" / "builds" / "install_build.py"
@@ -606,10 +605,8 @@ def test_a_real_build_installs_from_its_pins_alone_and_imports(cache, venv):
     the local torch 2.13.0+cpu wheel (its requirements from PyPI, with their sha256) is all torch needs to import."""
     from mpsbench.builds import resolve
 
-    try:
+    with fakes.skip_if_index_unreachable():
         build = resolve.wheel_file(LOCAL_TORCH, transformers="none", build_id="2.13.0-cpu")
-    except UserError as exc:  # pragma: no cover - offline machines
-        pytest.skip(f"PyPI's index is unreachable: {exc}")
     folder = cache / "b"
     folder.mkdir()
     (folder / "build.json").write_text(timeline.build_record("local", build))

@@ -85,7 +85,10 @@ def _index(tmp: Path, nights: list[str]) -> Path:
 @pytest.fixture(scope="module")
 def night(tmp_path_factory):
     """Run ``scripts/nightly STEP ...`` against the stand-in suite; returns the runner and the paths."""
-    tmp = tmp_path_factory.mktemp("nightly")
+    return _night(tmp_path_factory.mktemp("nightly"))
+
+
+def _night(tmp: Path):
     suite = tmp / "suite"
     (suite / "benchmarks").mkdir(parents=True)
     (suite / "benchmarks" / "__init__.py").write_text("")
@@ -114,14 +117,16 @@ def night(tmp_path_factory):
     env.pop("GITHUB_OUTPUT", None)
     work = suite / ".asv" / "nightly"
 
-    def run(*args: str, nights: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, nights: list[str] | None = None, **extra_env: str
+    ) -> subprocess.CompletedProcess[str]:
         extra = []
         if nights is not None:
             index = str(_index(tmp, nights))
             extra = ["--index", index, "--transformers-index", index]
         done = subprocess.run(
             [NIGHTLY, *args, "--suite", str(suite), *extra],
-            env=env,
+            env={**env, **extra_env},
             capture_output=True,
             text=True,
             timeout=600,
@@ -306,6 +311,25 @@ def test_a_device_this_machine_lacks_is_refused_before_anything_runs(night):
     refused = run("bench", "--device", "mps", "--machine", "fleet-a")
     assert refused.returncode == 2
     assert refused.stderr.startswith("mpsbench nightly: error: device mps is not usable here: ")
+
+
+def test_a_night_whose_build_this_machine_cannot_install_fails_naming_it(tmp_path):
+    """The planned build is skipped, as bench skips it; unattended, the step must not pass. A dry
+    run: it returns the record's status before the alert, which needs an earlier night's results."""
+    run, _, work = _night(tmp_path)
+    assert run("resolve", nights=["2026-11-20"]).returncode == 0  # pinned for linux-x86_64-cpu
+    refused = run(
+        *("bench", "--device", "cpu", "--machine", "fleet-a", "--dry-run"),
+        MPSBENCH_PLATFORM="macos-arm64",
+    )
+    assert refused.returncode == 3  # record.BENCHMARKS_FAILED, as asv's failures
+    said = [line for line in refused.stderr.splitlines() if "; skipped: " in line]
+    assert len(said) == 1
+    assert (
+        "nightly@2026-11-20 (torch 2.15.0.dev20261120): this machine cannot install it: " in said[0]
+    )
+    assert "pins no torch wheel" in said[0] and "macos-arm64" in said[0]
+    assert not list((work / "results").glob("fleet-a/*-virtualenv-*.json"))
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -359,7 +359,16 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
     assert handed == [
         watch.Disk(
             install_build.cache_root(),
-            {"c0ffee00c0ffee00": watch.Build("c0ffee00", *measured)},
+            {
+                "c0ffee00c0ffee00": watch.Build(
+                    name="c0ffee00",
+                    need=int(8 * disk.GB),
+                    how="measured for 2.0.1 on linux",
+                    installed=False,
+                    download=int(disk.GB),
+                    hosts=("a.org",),
+                )
+            },
         )
     ]
     assert pythons == [(3, 10)]  # the Python of the environments asv installs the build into

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import fakes
 
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
-from mpsbench.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_TORCH = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
@@ -35,10 +35,8 @@ SELECTION = [
     not LOCAL_TORCH.is_file() or sys.version_info[:2] != (3, 11), reason=f"needs {LOCAL_TORCH}"
 )
 def test_two_builds_run_and_publish_with_dates_and_tags(tmp_path):
-    try:
+    with fakes.skip_if_index_unreachable():
         release = resolve.release("2.14.1", pythons=("cp311",))
-    except UserError as exc:  # pragma: no cover - offline machines
-        pytest.skip(f"PyPI's index is unreachable: {exc}")
     local = resolve.wheel_file(LOCAL_TORCH, transformers="none", build_id="2.13.0-cpu")
     manifest = mf.append(mf.append(mf.Manifest(), "release", local), "release", release)
     generated = timeline.generate(manifest, tmp_path / "timeline")

@@ -87,13 +87,14 @@ def replay(
     clock.now -= passes[0][0]
     # the record run's clocks are the events' own
     with mock.patch.object(watch, "time", clock), tempfile.TemporaryDirectory() as folder:
-        results = Path(folder) / "results"
+        results, cache = Path(folder) / "results", Path(folder) / "cache"
         results.mkdir()
+        cache.mkdir()  # empty: the replay installs nothing
         machine = "replay"
         if history is not None:
             machine = str(json.loads(history.read_text().splitlines()[0])["machine"])
             watch.trail(results).write_text(history.read_text())
-        watching = watch.Watch(steps, watch.Costs(results, machine), watch.Disk(results, {}))
+        watching = watch.Watch(steps, watch.Costs(results, machine), watch.Disk(cache, {}))
         plan = sum(estimate for _, _, estimate in watching._steps(steps, set()))
         marks: list[tuple[int, float, float]] = []  # done, estimate, at
         step_index, count, end = 0, 0, clock.now

@@ -205,7 +205,8 @@ def filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
             files = {
                 f"{o}_path": getattr(args, o, None) for o in ("config", "manifest", "timeline")
             }
-            if hasattr(args, "suite_root"):  # the suite whose src/ the fresh processes import
+            if hasattr(args, "suite_root") and not hasattr(args, "config"):
+                # the suite whose src/ the fresh processes import
                 files["config_path"] = (args.suite_root or asvconf.ROOT) / asvconf.CONFIG
             values[name] = Suite(**{field: path for field, path in files.items() if path})
         elif dataclasses.is_dataclass(kind):
@@ -847,7 +848,7 @@ step("alert", "exit 1 if a machine's newest build is slower", MACHINES, SUMMARY)
     *NIGHTLIES,
 )
 def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> None:
-    # the suite's own asv.conf.json: its folder holds the src/ the fresh processes import
+    # the checkout's conf (its root's src/, benchmarks and thresholds) over the fleet's timeline
     suite = dataclasses.replace(nightly.prepare(fleet), config_path=fleet.suite / asvconf.CONFIG)
     measuring = filled(fresh.Options, args, suite=suite, machine=nightly.machine_name(args.machine))
     filled(nightly.bisect, args, measuring=measuring)

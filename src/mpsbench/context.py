@@ -63,5 +63,5 @@ class Suite:
                 if build
                 else commit[:8]
             )
-            builds[commit] = watch.Build(name, *dk.facts(build, run.python))
+            builds[commit] = watch.Build(name=name, **dk.facts(build, run.python)._asdict())
         return watch.Disk(install_build.cache_root(), builds)

@@ -192,7 +192,7 @@ def bench(
         log.info("dry run: nothing was recorded")
         return status
     if status:
-        log.info("some benchmarks failed (see above): their results say which")
+        log.info("some builds were skipped or benchmarks failed (see above)")
     asked = alerts.Options((name,), summary=fleet.work / f"alert-{name}.md", confirm=confirm)
     return 1 if _alert(fleet, suite, asked) else status
 

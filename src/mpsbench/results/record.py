@@ -179,11 +179,12 @@ class Finished:
     build_done: bool  # its build's last step
     recorded: bool  # the build has values, not all held
     status: int
+    skipped: bool = False
 
 
 def status(finished: Iterable[Finished]) -> int:
-    """Runs every step."""
-    return max((step.status for step in finished), default=0)
+    """Runs every step; a skipped build (Watch.end says why) fails as asv's do."""
+    return max((BENCHMARKS_FAILED if s.skipped else s.status for s in finished), default=0)
 
 
 def record(
@@ -228,7 +229,9 @@ def record(
         kept_out: list[held.Held] = []
         try:
             for number, step in enumerate(planned, 1):
+                last = number == len(planned) or planned[number].commit != step.commit
                 if not watching.begin(step):
+                    yield Finished(step, last, False, 0, skipped=True)
                     continue
                 code, held_now = runs.measure(step.commit, step.names)
                 if held_now:
@@ -238,7 +241,7 @@ def record(
                 began = time.monotonic()
                 yield Finished(
                     step,
-                    number == len(planned) or planned[number].commit != step.commit,
+                    last,
                     bool(recorded_names(results, machine, step.commit)),
                     BENCHMARKS_FAILED if code else 0,
                 )

@@ -242,15 +242,15 @@ class Step:
 
 @dataclass(frozen=True)
 class Build:
-    """A build's name, then builds.disk.Facts' fields in their order."""
+    """A build's name and builds.disk.Facts' fields, by name."""
 
     name: str
-    need: int  # bytes its install adds to the build cache
-    how: str  # how the need is known
+    need: int
+    how: str
     installed: bool
-    download: int = 0  # bytes
+    download: int = 0
     hosts: tuple[str, ...] = ()
-    refused: str = ""  # why this machine cannot install it
+    refused: str = ""
 
 
 @dataclass(frozen=True)
@@ -286,7 +286,7 @@ class Watch:
             c: disk.builds.get(c) or Build(c[:8], 0, "unknown", True) for c in self.commits
         }
         self.installed = {commit for commit, build in self.builds.items() if build.installed}
-        self.skipped: set[str] = set()
+        self.skipped: dict[str, str] = {}  # commit: its name and why
         self.cache_used = self._cache()
         self.expected = {n: estimates.combination(n) for s in self.steps for n in s.names}
         self.pace = Pace(self.expected)
@@ -438,8 +438,8 @@ class Watch:
                 " with room, and run again"
             )
         if why:
-            self.skipped.add(step.commit)
-            log.warning(f"skipping {build.name}: {why}")
+            self.skipped[step.commit] = f"{build.name}: {why}"
+            log.warning(f"skipping {self.skipped[step.commit]}")
             return False
         self.index = self.steps.index(step)
         again = any(s.commit == step.commit for s in self.steps[: self.index])
@@ -590,7 +590,7 @@ class Watch:
         )
 
     def end(self) -> None:
-        skipped = ", ".join(self.builds[c].name for c in sorted(self.skipped))
+        skipped = "; ".join(self.skipped.values())
         log.info(
             f"measured {self.done} of {self.total} combinations in"
             f" {clock(time.monotonic() - self.started)}"
