@@ -205,7 +205,7 @@ def _filled_by_name(func: Any) -> set[str] | None:
         if kind is argparse.Namespace:
             return None
         if kind is Suite:
-            names |= {"config", "manifest", "timeline", "suite_root"}  # cli.filled reads suite_root
+            names |= {"config", "manifest", "timeline"}
         elif dataclasses.is_dataclass(kind):
             inner = _filled_by_name(kind)
             if inner is None:
@@ -238,11 +238,12 @@ def test_every_option_of_a_command_reaches_a_parameter_of_its_function_by_name()
     assert checked > 20
 
 
-def test_suite_root_names_the_config_only_for_a_command_without_config(tmp_path):
+def test_suite_root_names_the_suite_config(tmp_path):
     def takes(suite: Suite) -> Suite:
         return suite
 
-    root = argparse.Namespace(suite_root=tmp_path)
-    assert cli.filled(takes, root).config_path == tmp_path / "asv.conf.json"
-    both = argparse.Namespace(suite_root=tmp_path, config=tmp_path / "own.json")
-    assert cli.filled(takes, both).config_path == tmp_path / "own.json"
+    compare = ["compare", "a", "b", "-b", "x"]
+    default = cli.PARSER.parse_args(compare)
+    assert cli.filled(takes, default).config_path == cli.asvconf.ROOT / "asv.conf.json"
+    rooted = cli.PARSER.parse_args([*compare, "--suite-root", str(tmp_path)])
+    assert cli.filled(takes, rooted).config_path == tmp_path / "asv.conf.json"

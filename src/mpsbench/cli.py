@@ -205,9 +205,6 @@ def filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
             files = {
                 f"{o}_path": getattr(args, o, None) for o in ("config", "manifest", "timeline")
             }
-            if hasattr(args, "suite_root") and not hasattr(args, "config"):
-                # the suite whose src/ the fresh processes import
-                files["config_path"] = (args.suite_root or asvconf.ROOT) / asvconf.CONFIG
             values[name] = Suite(**{field: path for field, path in files.items() if path})
         elif dataclasses.is_dataclass(kind):
             values[name] = filled(kind, args)  # type: ignore[arg-type]
@@ -645,7 +642,17 @@ FRESH: tuple[Option, ...] = (
     ),
     MACHINE,
 )
-SUITE_FILES = (*FILES, path("--suite-root", argparse.SUPPRESS))
+# the suite whose src/ the fresh processes import: its asv.conf.json is the command's config
+SUITE_ROOT: Option = (
+    ("--suite-root",),
+    {
+        "help": argparse.SUPPRESS,  # by hand: opt() would add a default to the hidden help
+        "dest": "config",
+        "type": lambda root: Path(root) / asvconf.CONFIG,
+        "default": asvconf.ROOT / asvconf.CONFIG,
+    },
+)
+SUITE_FILES = (*FILES, SUITE_ROOT)
 NIGHTLIES = (
     count(
         "--nightlies",
