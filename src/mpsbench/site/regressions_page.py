@@ -88,7 +88,7 @@ def judge_site(
     kept_keys: dict[FeedKey, str | None] = {}
     for entry in detected:
         name, graph_path, graph_params, *_, jumps = entry
-        machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
+        branch = graph_param(graph_path, "branch")
         feed_machine = graph_params.get("machine")  # asv names it only where there are several
         if several_branches and branch and "branch" not in graph_params:
             graph_params["branch"] = branch  # else asv's page shows another channel
@@ -96,7 +96,7 @@ def judge_site(
         kept_jumps = []
         for asv_jump in jumps:
             jump = _jump(published, timeline, entry, asv_jump)
-            rev_a, old, new = asv_jump[0], jump["old"], jump["new"]
+            rev_a, machine, old, new = asv_jump[0], jump["machine"], jump["old"], jump["new"]
             was, now = (
                 found.get(machine, c, row) if machine and c and row else None for c in (old, new)
             )
