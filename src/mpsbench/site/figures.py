@@ -17,7 +17,6 @@ from mpsbench.site.throughput import (
     Point,
     ReleasePoint,
     Speedup,
-    Step,
     seed_batch,
 )
 
@@ -58,10 +57,6 @@ def number(value: float) -> str:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g}"
-
-
-def batch_note(step: Step) -> str:
-    return f"bs {step.batch}" + ("" if step.seed else "*")
 
 
 def _fallback_footnote(points: Iterable[Point], model: str) -> str:
@@ -112,7 +107,7 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
             s.machine,
             s.device,
             s.ratio,
-            f"{s.ratio:.2f}x\n{batch_note(s.gpu.step)} / cpu {batch_note(s.cpu.step)}",
+            f"{s.ratio:.2f}x\n{s.gpu.step.batch_note} / cpu {s.cpu.step.batch_note}",
         )
         for s in found
     ]
@@ -127,7 +122,7 @@ def machines(model: str, points: list[Point], out: Path) -> Any:
             p.machine,
             p.step.device,
             p.samples_per_second,
-            f"{number(p.samples_per_second)}\n{batch_note(p.step)}",
+            f"{number(p.samples_per_second)}\n{p.step.batch_note}",
         )
         for p in points
     ]

@@ -15,7 +15,6 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 from mpsbench.site import patches
 from mpsbench.site import throughput as tp
-from mpsbench.site.figures import batch_note
 
 ANCHOR = '<div id="summarygrid-display"'
 MARK = "mpsbench-landing"
@@ -108,7 +107,7 @@ def _cell(machine: str, value: Value | None) -> str:
     return (
         f'<td><a href="{html.escape(graph_link(machine, step))}" title="{html.escape(title)}">'
         f"{human_value(value.seconds, 'seconds')}</a>{spread}"
-        f' <small class="dim">{batch_note(step)}</small></td>'
+        f' <small class="dim">{step.batch_note}</small></td>'
     )
 
 

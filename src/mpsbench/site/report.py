@@ -26,7 +26,7 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
-from mpsbench.site.figures import Save, batch_note, ms, number
+from mpsbench.site.figures import Save, ms, number
 
 ERRORS = (
     "benchmark_patterns.Correctness.track_relative_error",
@@ -82,8 +82,8 @@ def _speedup(results: tp.Results, save: Save) -> list[Block]:
             s.kind,
             s.machine,
             s.device,
-            batch_note(s.gpu.step),
-            batch_note(s.cpu.step),
+            s.gpu.step.batch_note,
+            s.cpu.step.batch_note,
             number(s.gpu.samples_per_second),
             number(s.cpu.samples_per_second),
             f"{s.ratio:.2f}x",
@@ -108,7 +108,7 @@ def _machines(results: tp.Results, save: Save) -> list[Block]:
             p.step.kind,
             p.machine,
             p.step.device,
-            batch_note(p.step),
+            p.step.batch_note,
             number(p.samples_per_second),
             p.commit[:8],
         ]

@@ -45,6 +45,11 @@ class Step:
     def seed(self) -> bool:
         return self.batch == seed_batch(self.model)
 
+    @property
+    def batch_note(self) -> str:
+        """Its batch size, starred where it is not the model's seed batch (a fallback)."""
+        return f"bs {self.batch}" + ("" if self.seed else "*")
+
 
 Build = tuple[str, str]
 Timed = tuple[recorded.Row, recorded.Measured]
