@@ -9,17 +9,14 @@ are refused for.
 
 from mpsbench.measure import devices, figures, measured, models
 
-from .common import Lookup, measuring
+from .common import Lookup, by_kind
 
 
 @measured.deferred
 def _measure_instruments():
     """The setup_cache of both instrument classes: their first lookup measures both (mpsbench.measure.measured)."""
     return measured.measure_families(
-        {
-            benchmark.kind: measuring(figures.instruments, benchmark, benchmark.kind)
-            for benchmark in (TrainingInstruments, InferenceInstruments)
-        }
+        by_kind(figures.instruments, TrainingInstruments, InferenceInstruments)
     )
 
 

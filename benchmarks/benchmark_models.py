@@ -9,7 +9,7 @@ import functools
 
 from mpsbench.measure import devices, energy, fallback, figures, measured, models, suite
 
-from .common import _PeakMemory, _TimedSteps, measuring
+from .common import _PeakMemory, _TimedSteps, by_kind
 
 
 class _StepBenchmark(_TimedSteps):
@@ -70,10 +70,12 @@ def _measure_once():
         epoch,
     )  # torch at import: a capacity lookup's process never needs it
 
-    families = {"epoch": functools.partial(epoch.measure_selection, "Epoch")}
-    for benchmark in (TrainingCapacity, InferenceCapacity):
-        families[benchmark.kind] = measuring(figures.capacity, benchmark, benchmark.kind)
-    return measured.measure_families(families)
+    return measured.measure_families(
+        {
+            "epoch": functools.partial(epoch.measure_selection, "Epoch"),
+            **by_kind(figures.capacity, TrainingCapacity, InferenceCapacity),
+        }
+    )
 
 
 class _Capacity(_PeakMemory):

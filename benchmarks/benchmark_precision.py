@@ -6,7 +6,7 @@ dtype is applied, what skips and what fails: docs/explanation/instruments.md, Pr
 
 from mpsbench.measure import devices, figures, measured, models, precision, suite
 
-from .common import _PeakMemory, _TimedSteps, measuring
+from .common import _PeakMemory, _TimedSteps, by_kind
 
 
 class _PrecisionStep(_TimedSteps):
@@ -49,10 +49,7 @@ class InferencePrecision(_PrecisionStep):
 def _measure_peak_memory():
     """The setup_cache of both capacity classes below: their first lookup measures both (mpsbench.measure.measured)."""
     return measured.measure_families(
-        {
-            benchmark.kind: measuring(figures.precision_capacity, benchmark, benchmark.kind)
-            for benchmark in (TrainingPrecisionCapacity, InferencePrecisionCapacity)
-        }
+        by_kind(figures.precision_capacity, TrainingPrecisionCapacity, InferencePrecisionCapacity)
     )
 
 

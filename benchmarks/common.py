@@ -75,3 +75,10 @@ def measuring(measure, benchmark, *leading):
     """
     combinations = list(itertools.product(*benchmark.params))
     return functools.partial(measure, *leading, benchmark.__name__, combinations)
+
+
+def by_kind(measure, *benchmarks):
+    """The families of a training and an inference class: each keyed by its kind, which leads its arguments."""
+    return {
+        benchmark.kind: measuring(measure, benchmark, benchmark.kind) for benchmark in benchmarks
+    }
