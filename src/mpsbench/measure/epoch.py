@@ -166,8 +166,9 @@ class EpochRunner:
         from torch.utils.data import default_collate
 
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
+        batch = default_collate(items)
         for phase in PHASES:
-            self.epoch(phase, [default_collate(items)])
+            self.epoch(phase, [batch])
 
 
 def measure(runner: EpochRunner, epochs: int) -> dict[str, PhaseSummary]:
