@@ -173,9 +173,13 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)
 
+    def _marker(self) -> Path:
+        """What a discovery that ended well leaves in asv's environment (UserError: none yet)."""
+        return asv.environment_python(self.config).parents[1] / DISCOVERED
+
     def _discovered(self) -> bool:
         with contextlib.suppress(errors.UserError):  # no environment yet
-            return (asv.environment_python(self.config).parents[1] / DISCOVERED).is_file()
+            return self._marker().is_file()
         return False
 
     def check_bench(self, commit: str) -> str:
@@ -200,7 +204,7 @@ class Session:
                     f" {' | '.join(tail or lines[-3:])}"
                     + ("" if self.log else " (--log FILE keeps asv's whole output)")
                 )
-            (asv.environment_python(self.config).parents[1] / DISCOVERED).touch()
+            self._marker().touch()
         return self.combination
 
     def server(self, build: Named) -> servers.Server:
