@@ -935,7 +935,7 @@ def _pairs(*strategies: st.SearchStrategy[tuple[str, str]]) -> st.SearchStrategy
 
 @functools.cache
 def _combinations() -> tuple[str, ...]:
-    return tuple(preselect.names(preselect.discover(ROOT / "benchmarks")))
+    return tuple(row.name for row in preselect.rows(preselect.discover(ROOT / "benchmarks")))
 
 
 def _matches(pattern: str) -> int:

@@ -69,10 +69,6 @@ def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, Row, list[Any]]]:
             yield benchmark, row, params
 
 
-def names(benchmarks: Sequence[Any]) -> list[str]:
-    return [row.name for _, row, _ in _each(benchmarks)]
-
-
 def rows(benchmarks: Sequence[Any]) -> list[Row]:
     return [row for _, row, _ in _each(benchmarks)]
 
