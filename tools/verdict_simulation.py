@@ -116,11 +116,11 @@ class Drawn:
     )  # as fresh.Session's: SAMPLES a drawn process
 
     def rounds(
-        self, builds: list[fresh.Named], most: int | None = None
+        self, builds: list[fresh.Named], most: int
     ) -> Generator[dict[str, list[float]], None, None]:
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}
-        for number in range(most or self.max_rounds):
+        for number in range(most):
             order = (
                 builds if number % 2 == 0 else builds[::-1]
             )  # asv reverses the order every round
