@@ -271,13 +271,9 @@ def test_publish_alert_and_bisect_over_the_fleet(nights, night):
         "confirming: is BAD slower than GOOD? step over nightly@2026-11-21 (1 candidate left)"
         in bisected.stdout
     )
-    tip = subprocess.run(
-        ["git", "rev-parse", "refs/heads/nightly"],
-        cwd=work / "timeline",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout  # the channel's last build, 11-22
+    tip = _git(
+        work / "timeline", "rev-parse", "refs/heads/nightly"
+    )  # the channel's last build, 11-22
     assert (
         f"mpsbench nightly: first slow build: nightly@2026-11-22 (timeline commit {tip[:12]})"
         in bisected.stdout
